@@ -1,0 +1,73 @@
+"""The build facts written into the package (wheelops/_build_info.json)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from build_tools.arch_list import ArchList
+from build_tools.cuda_toolkit import CudaToolkit
+from build_tools.flags import PYTHON_FLOOR, STABLE_ABI_FLOOR
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _first_line(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.splitlines()[0].strip() if out else "unknown"
+
+
+def git_commit() -> str:
+    if os.environ.get("WHEELOPS_GIT_COMMIT"):
+        return os.environ["WHEELOPS_GIT_COMMIT"]
+    commit = _first_line(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
+    if commit == "unknown":
+        return commit
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()
+    return commit + ("-dirty" if dirty else "")
+
+
+def wheelops_version() -> str:
+    spec = importlib.util.spec_from_file_location("_v", ROOT / "wheelops" / "_version.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.__version__
+
+
+def collect(
+    torch_version: str,
+    toolkit: CudaToolkit | None,
+    archs: ArchList | None,
+    libraries: dict[str, str | None],
+    dev_mode: bool = False,
+) -> dict[str, Any]:
+    compiler = os.environ.get("CXX", "c++")
+    return {
+        "schema_version": 1,
+        "wheelops_version": wheelops_version(),
+        "torch_version": torch_version,
+        "stable_abi_floor": STABLE_ABI_FLOOR,
+        "python_floor": PYTHON_FLOOR,
+        "cuda_version": toolkit.release if toolkit else None,
+        "nvcc_version": toolkit.version if toolkit else None,
+        "cuda_toolkit_origin": toolkit.origin if toolkit else None,
+        "cuda_arch_list": archs.spec if archs else None,
+        "sass_archs": list(archs.sass) if archs else [],
+        "ptx_archs": list(archs.ptx) if archs else [],
+        "compiler": _first_line([compiler, "--version"]),
+        "platform": sysconfig.get_platform().replace("-", "_").replace(".", "_"),
+        "git_commit": git_commit(),
+        "libraries": libraries,
+        "dev_mode": dev_mode,
+    }

@@ -1,0 +1,32 @@
+"""Compiler and linker flags of the two native libraries (wheel build and dev mode alike)."""
+
+from __future__ import annotations
+
+STABLE_ABI_FLOOR = "2.10"
+TORCH_TARGET_VERSION = "0x020a000000000000"  # torch 2.10: the libraries load in any torch >= 2.10
+PYTHON_FLOOR = "3.10"
+PY_LIMITED_API = "cp310"
+
+_COMMON = ["-O3", "-std=c++17", f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"]
+
+
+def cxx_flags() -> list[str]:
+    return [*_COMMON, "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wall"]
+
+
+def nvcc_flags() -> list[str]:
+    # USE_CUDA exposes the CUDA part of torch's C shim (the current-stream call).
+    return [*_COMMON, "-DUSE_CUDA", "-Xcompiler", "-fvisibility=hidden", "-lineinfo"]
+
+
+def link_flags() -> list[str]:
+    # -z defs: every symbol must resolve at link time against torch's core
+    # libraries and the CUDA runtime, so an accidental libtorch_cuda/c10_cuda
+    # dependency fails the build instead of a user's import.
+    return ["-Wl,-z,defs"]
+
+
+def cuda_link_flags(cudart_dir: str, cudart_soname: str) -> list[str]:
+    # Link the soname exactly (libcudart.so.13): PyPI toolkits ship no
+    # unversioned libcudart.so, and the soname is what the loader will look for.
+    return [f"-L{cudart_dir}", f"-l:{cudart_soname}"]

@@ -1,0 +1,46 @@
+"""Decide what to build: the CPU library always; the CUDA library when torch is a CUDA build.
+
+WHEELOPS_CUDA=auto (default) builds CUDA kernels exactly when the build torch
+is a CUDA build, and then requires the matched toolkit; =1 requires CUDA;
+=0 builds the CPU library only.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from build_tools.arch_list import ArchList, arch_list_for
+from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, find_toolkit
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    torch_version: str
+    toolkit: CudaToolkit | None
+    archs: ArchList | None
+
+
+def plan_build() -> BuildPlan:
+    import torch
+
+    mode = os.environ.get("WHEELOPS_CUDA", "auto").strip().lower()
+    if mode not in ("auto", "0", "1"):
+        raise SystemExit(f"WHEELOPS_CUDA must be auto, 0 or 1 (got {mode!r})")
+    torch_cuda = torch.version.cuda if getattr(torch.version, "hip", None) is None else None
+    if mode == "0" or (mode == "auto" and torch_cuda is None):
+        return BuildPlan(torch.__version__, None, None)
+    if torch_cuda is None:
+        raise SystemExit(
+            f"WHEELOPS_CUDA=1 but the build torch {torch.__version__} is not a CUDA build; "
+            "install a CUDA torch in the build environment"
+        )
+    try:
+        toolkit = find_toolkit(torch_cuda)
+    except ToolkitError as err:
+        raise SystemExit(f"wheelops build: {err}\n(or set WHEELOPS_CUDA=0 for a CPU-only build)")
+    archs = arch_list_for(torch_cuda)
+    # torch.utils.cpp_extension reads both when it is imported / compiles.
+    os.environ["CUDA_HOME"] = str(toolkit.home)
+    os.environ["TORCH_CUDA_ARCH_LIST"] = archs.spec
+    return BuildPlan(torch.__version__, toolkit, archs)

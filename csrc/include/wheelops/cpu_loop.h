@@ -1,0 +1,26 @@
+// Parallel loops for the CPU kernels, on torch's own intra-op thread pool.
+#pragma once
+
+#include <torch/csrc/stable/ops.h>
+
+#include <cstdint>
+
+namespace wheelops::cpu {
+
+// Elements per task: large enough that scheduling costs vanish next to the work.
+constexpr int64_t kGrainSize = 32768;
+
+// fn(begin, end) over [0, n). fn must not throw: the pool runs it behind a C ABI.
+template <typename Fn>
+void parallel_range(int64_t n, int64_t grain, const Fn& fn) {
+  if (n <= 0) {
+    return;
+  }
+  if (n <= grain) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  torch::stable::parallel_for(0, n, grain, fn);
+}
+
+} // namespace wheelops::cpu

@@ -1,0 +1,96 @@
+// Elementwise CUDA loops: 128-bit vectorized loads and stores when every
+// pointer is 16-byte aligned, a scalar loop for the tail and for unaligned
+// views (e.g. a slice starting at element 1). Indices are int64 throughout, so
+// tensors over 2**31 elements are fine.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "wheelops/cuda_runtime.cuh"
+#include "wheelops/dispatch.h"
+
+namespace wheelops::cuda {
+
+// Elements of T in one 16-byte access.
+template <typename T>
+constexpr int kVecSize = 16 / sizeof(T);
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T val[N];
+};
+
+inline bool is_aligned_16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <typename T, int K>
+struct Inputs {
+  const T* ptr[K];
+};
+
+template <typename T, int kVec, int K, typename Op, size_t... I>
+__device__ __forceinline__ T apply_at(
+    const Op& op, const Vec<T, kVec> (&x)[K], int j, std::index_sequence<I...>) {
+  using A = acc_type<T>;
+  return static_cast<T>(op(static_cast<A>(x[I].val[j])...));
+}
+
+// out[i] = op(in[0][i], ..., in[K-1][i]), computed in acc_type<T>.
+template <typename T, int kVec, int K, typename Op>
+__global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t n, Op op) {
+  using Seq = std::make_index_sequence<K>;
+  const int64_t stride = int64_t{blockDim.x} * gridDim.x;
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t n_vec = n / kVec;
+  for (int64_t v = first; v < n_vec; v += stride) {
+    Vec<T, kVec> x[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      x[k] = reinterpret_cast<const Vec<T, kVec>*>(in.ptr[k])[v];
+    }
+    Vec<T, kVec> r;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      r.val[j] = apply_at<T, kVec, K>(op, x, j, Seq{});
+    }
+    reinterpret_cast<Vec<T, kVec>*>(out)[v] = r;
+  }
+  // Tail (and the whole tensor when kVec == 1).
+  for (int64_t i = n_vec * kVec + first; i < n; i += stride) {
+    Vec<T, 1> x[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      x[k].val[0] = in.ptr[k][i];
+    }
+    out[i] = apply_at<T, 1, K>(op, x, 0, Seq{});
+  }
+}
+
+template <typename T, int K, typename Op>
+void launch_elementwise(
+    T* out, Inputs<T, K> in, int64_t n, Op op, int32_t device, cudaStream_t stream,
+    const char* op_name) {
+  if (n == 0) {
+    return;
+  }
+  bool aligned = is_aligned_16(out);
+  for (int k = 0; k < K; ++k) {
+    aligned = aligned && is_aligned_16(in.ptr[k]);
+  }
+  constexpr int kThreads = 256;
+  if (aligned) {
+    constexpr int kVec = kVecSize<T>;
+    const unsigned int blocks = grid_for(n / kVec + 1, kThreads, device);
+    elementwise_kernel<T, kVec, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
+  } else {
+    const unsigned int blocks = grid_for(n, kThreads, device);
+    elementwise_kernel<T, 1, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
+  }
+  WHEELOPS_CHECK_LAUNCH(op_name);
+}
+
+} // namespace wheelops::cuda

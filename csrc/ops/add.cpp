@@ -1,0 +1,40 @@
+// add(a, b) = a + b: schema and CPU kernel. Inputs of any strides are made
+// contiguous; the output is contiguous.
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+
+#include "add.h"
+#include "wheelops/cpu_loop.h"
+#include "wheelops/dispatch.h"
+
+namespace wheelops {
+
+Tensor add_cpu(const Tensor& a, const Tensor& b) {
+  check_add_args(a, b);
+  const Tensor a_c = torch::stable::contiguous(a);
+  const Tensor b_c = torch::stable::contiguous(b);
+  Tensor out = torch::stable::empty_like(a_c);
+  dispatch_float(a_c.scalar_type(), "add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type<T>;
+    const T* pa = a_c.const_data_ptr<T>();
+    const T* pb = b_c.const_data_ptr<T>();
+    T* po = out.mutable_data_ptr<T>();
+    cpu::parallel_range(a_c.numel(), cpu::kGrainSize, [=](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        po[i] = static_cast<T>(static_cast<A>(pa[i]) + static_cast<A>(pb[i]));
+      }
+    });
+  });
+  return out;
+}
+
+STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
+  m.def("add(Tensor a, Tensor b) -> Tensor");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
+  m.impl("add", TORCH_BOX(&add_cpu));
+}
+
+} // namespace wheelops

@@ -1,0 +1,46 @@
+// Argument checks of wheelops::bias_gelu and its backward, shared by the CPU
+// and CUDA kernels.
+#pragma once
+
+#include "wheelops/tensor_checks.h"
+
+namespace wheelops {
+
+inline void check_bias_gelu_args(const Tensor& x, const Tensor& bias, const char* op) {
+  check_float_tensor(x, op, "x");
+  check_float_tensor(bias, op, "bias");
+  check_same_device(x, "x", bias, "bias", op);
+  check_same_dtype(x, "x", bias, "bias", op);
+  WHEELOPS_CHECK(
+      x.dim() >= 1, "wheelops.", op, ": argument 'x' must have at least one dimension");
+  WHEELOPS_CHECK(
+      bias.dim() == 1 && bias.size(0) == x.size(x.dim() - 1), "wheelops.", op,
+      ": argument 'bias' must have shape [", x.size(x.dim() - 1),
+      "] (the last dimension of 'x'), got ", shape_string(bias));
+}
+
+inline void check_bias_gelu_backward_args(
+    const Tensor& grad, const Tensor& x, const Tensor& bias) {
+  check_bias_gelu_args(x, bias, "bias_gelu_backward");
+  check_float_tensor(grad, "bias_gelu_backward", "grad");
+  check_same_device(grad, "grad", x, "x", "bias_gelu_backward");
+  check_same_dtype(grad, "grad", x, "x", "bias_gelu_backward");
+  check_same_shape(grad, "grad", x, "x", "bias_gelu_backward");
+}
+
+// x viewed as [rows, cols] with cols = bias length.
+struct RowsCols {
+  int64_t rows;
+  int64_t cols;
+};
+
+inline RowsCols rows_cols(const Tensor& x) {
+  const int64_t cols = x.size(x.dim() - 1);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) {
+    rows *= x.size(d);
+  }
+  return {rows, cols};
+}
+
+} // namespace wheelops

@@ -1,0 +1,38 @@
+// relu_scale(x, alpha) = max(x, 0) * alpha, fused: schema and CPU kernel.
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+
+#include "relu_scale.h"
+#include "wheelops/cpu_loop.h"
+#include "wheelops/dispatch.h"
+
+namespace wheelops {
+
+Tensor relu_scale_cpu(const Tensor& x, double alpha) {
+  check_relu_scale_args(x);
+  const Tensor x_c = torch::stable::contiguous(x);
+  Tensor out = torch::stable::empty_like(x_c);
+  dispatch_float(x_c.scalar_type(), "relu_scale", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type<T>;
+    const T* px = x_c.const_data_ptr<T>();
+    T* po = out.mutable_data_ptr<T>();
+    const A a = static_cast<A>(alpha);
+    cpu::parallel_range(x_c.numel(), cpu::kGrainSize, [=](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        po[i] = static_cast<T>(relu_scale_value(static_cast<A>(px[i]), a));
+      }
+    });
+  });
+  return out;
+}
+
+STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
+  m.def("relu_scale(Tensor x, float alpha) -> Tensor");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
+  m.impl("relu_scale", TORCH_BOX(&relu_scale_cpu));
+}
+
+} // namespace wheelops

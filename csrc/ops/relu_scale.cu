@@ -1,0 +1,46 @@
+// relu_scale(x, alpha) = max(x, 0) * alpha, fused: CUDA kernel.
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+
+#include "relu_scale.h"
+#include "wheelops/cuda_runtime.cuh"
+#include "wheelops/dispatch.h"
+#include "wheelops/vectorized.cuh"
+
+namespace wheelops {
+namespace {
+
+template <typename A>
+struct ReluScaleOp {
+  A alpha;
+  __device__ A operator()(A x) const {
+    return relu_scale_value(x, alpha);
+  }
+};
+
+} // namespace
+
+Tensor relu_scale_cuda(const Tensor& x, double alpha) {
+  check_relu_scale_args(x);
+  const int32_t device = x.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const Tensor x_c = torch::stable::contiguous(x);
+  Tensor out = torch::stable::empty_like(x_c);
+  const cudaStream_t stream = cuda::current_stream(device, "relu_scale");
+  dispatch_float(x_c.scalar_type(), "relu_scale", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type<T>;
+    cuda::Inputs<T, 1> in{{x_c.const_data_ptr<T>()}};
+    cuda::launch_elementwise(
+        out.mutable_data_ptr<T>(), in, x_c.numel(), ReluScaleOp<A>{static_cast<A>(alpha)},
+        device, stream, "relu_scale");
+  });
+  return out;
+}
+
+STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
+  m.impl("relu_scale", TORCH_BOX(&relu_scale_cuda));
+}
+
+} // namespace wheelops

@@ -1,0 +1,21 @@
+"""Builds wheelops' two native libraries; the decisions live in build_tools/."""
+
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from build_tools.flags import PY_LIMITED_API  # noqa: E402
+from build_tools.plan import plan_build  # noqa: E402
+
+plan = plan_build()
+
+from build_tools.extensions import build_ext_command, extensions  # noqa: E402
+
+setup(
+    ext_modules=extensions(plan),
+    cmdclass={"build_ext": build_ext_command(plan)},
+    options={"bdist_wheel": {"py_limited_api": PY_LIMITED_API}},
+)

@@ -1,0 +1,82 @@
+"""Argument checks shared by the public functions and the fake kernels.
+
+They raise TypeError (wrong kind or dtype) or ValueError (wrong shape, device or
+value) that name the op, the argument and what was expected, before anything
+reaches native code.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from wheelops import _native
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+_DTYPE_NAMES = "float32, float16, bfloat16 or float64"
+SUPPORTED_DEVICE_TYPES = ("cpu", "cuda", "meta")
+
+
+def float_tensor(op: str, name: str, value: object) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"wheelops.{op}: argument '{name}' must be a torch.Tensor, got {type(value).__name__}"
+        )
+    if value.layout != torch.strided:
+        raise TypeError(f"wheelops.{op}: argument '{name}' must be a dense (strided) tensor, "
+                        f"got layout {value.layout}")
+    if value.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"wheelops.{op}: argument '{name}' has dtype {value.dtype}; expected {_DTYPE_NAMES}"
+        )
+    if value.device.type not in SUPPORTED_DEVICE_TYPES:
+        raise ValueError(
+            f"wheelops.{op}: argument '{name}' is on device {value.device}; wheelops runs on "
+            "cpu and cuda"
+        )
+    return value
+
+
+def same_device(op: str, a_name: str, a: torch.Tensor, b_name: str, b: torch.Tensor) -> None:
+    if a.device != b.device:
+        raise ValueError(
+            f"wheelops.{op}: arguments '{a_name}' and '{b_name}' must be on the same device "
+            f"(got {a.device} and {b.device})"
+        )
+
+
+def same_dtype(op: str, a_name: str, a: torch.Tensor, b_name: str, b: torch.Tensor) -> None:
+    if a.dtype != b.dtype:
+        raise TypeError(
+            f"wheelops.{op}: arguments '{a_name}' and '{b_name}' must have the same dtype "
+            f"(got {a.dtype} and {b.dtype})"
+        )
+
+
+def same_shape(op: str, a_name: str, a: torch.Tensor, b_name: str, b: torch.Tensor) -> None:
+    if a.shape != b.shape:
+        raise ValueError(
+            f"wheelops.{op}: arguments '{a_name}' and '{b_name}' must have the same shape "
+            f"(got {list(a.shape)} and {list(b.shape)}); wheelops does not broadcast, so "
+            f"expand explicitly, e.g. {b_name}.expand_as({a_name})"
+        )
+
+
+def python_float(op: str, name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"wheelops.{op}: argument '{name}' must be a Python float, got {type(value).__name__}"
+        )
+    return float(value)
+
+
+def one_of(op: str, name: str, value: object, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        choices = " or ".join(repr(a) for a in allowed)
+        raise ValueError(f"wheelops.{op}: argument '{name}' must be {choices}, got {value!r}")
+    return value
+
+
+def runnable(op: str, tensor: torch.Tensor) -> None:
+    """The native libraries are loaded and have kernels for the tensor's device."""
+    _native.require(op)
+    _native.require_cuda_kernels(op, tensor)

@@ -1,0 +1,52 @@
+"""wheelops.add: elementwise a + b (no broadcasting)."""
+
+from __future__ import annotations
+
+import torch
+
+from wheelops.ops import _checks
+
+__all__ = ["add"]
+
+
+def _check(a: torch.Tensor, b: torch.Tensor) -> None:
+    _checks.float_tensor("add", "a", a)
+    _checks.float_tensor("add", "b", b)
+    _checks.same_device("add", "a", a, "b", b)
+    _checks.same_dtype("add", "a", a, "b", b)
+    _checks.same_shape("add", "a", a, "b", b)
+
+
+def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Return ``a + b`` elementwise.
+
+    ``a`` and ``b`` must have the same shape (no broadcasting), dtype (float32,
+    float16, bfloat16 or float64) and device. Any strides are accepted; the
+    result is contiguous. Reduced-precision inputs are added in float32.
+
+    Example::
+
+        >>> wheelops.add(torch.ones(3), torch.arange(3.0))
+        tensor([1., 2., 3.])
+    """
+    _check(a, b)
+    _checks.runnable("add", a)
+    return torch.ops.wheelops.add.default(a, b)
+
+
+def _fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    _check(a, b)
+    return a.new_empty(a.shape)
+
+
+def _setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: torch.Tensor) -> None:
+    pass
+
+
+def _backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple:
+    return grad, grad
+
+
+def register() -> None:
+    torch.library.register_fake("wheelops::add", _fake)
+    torch.library.register_autograd("wheelops::add", _backward, setup_context=_setup_context)
