@@ -7,8 +7,8 @@ from setuptools import setup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build_tools.flags import PY_LIMITED_API  # noqa: E402
-from build_tools.plan import plan_build  # noqa: E402
+from build_tools.flags import PY_LIMITED_API
+from build_tools.plan import plan_build
 
 plan = plan_build()
 

@@ -31,7 +31,9 @@ def parse_arch_list(spec: str) -> ArchList:
             continue
         arch, _, suffix = entry.partition("+")
         if suffix and suffix.upper() != "PTX":
-            raise ValueError(f"TORCH_CUDA_ARCH_LIST entry {entry!r}: only '+PTX' may follow an arch")
+            raise ValueError(
+                f"TORCH_CUDA_ARCH_LIST entry {entry!r}: only '+PTX' may follow an arch"
+            )
         major, dot, minor = arch.partition(".")
         if not (dot and major.isdigit() and minor.rstrip("af").isdigit()):
             raise ValueError(
@@ -42,8 +44,11 @@ def parse_arch_list(spec: str) -> ArchList:
             ptx.append(arch)
     if not sass:
         raise ValueError(f"TORCH_CUDA_ARCH_LIST {spec!r} names no architecture")
-    return ArchList(spec=";".join(a + ("+PTX" if a in ptx else "") for a in sass),
-                    sass=tuple(sass), ptx=tuple(ptx))
+    return ArchList(
+        spec=";".join(a + ("+PTX" if a in ptx else "") for a in sass),
+        sass=tuple(sass),
+        ptx=tuple(ptx),
+    )
 
 
 def arch_list_for(cuda_version: str) -> ArchList:

@@ -32,7 +32,9 @@ def git_commit() -> str:
         return commit
     dirty = subprocess.run(
         ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout.strip()
     return commit + ("-dirty" if dirty else "")
 

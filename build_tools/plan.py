@@ -38,7 +38,9 @@ def plan_build() -> BuildPlan:
     try:
         toolkit = find_toolkit(torch_cuda)
     except ToolkitError as err:
-        raise SystemExit(f"wheelops build: {err}\n(or set WHEELOPS_CUDA=0 for a CPU-only build)")
+        raise SystemExit(
+            f"wheelops build: {err}\n(or set WHEELOPS_CUDA=0 for a CPU-only build)"
+        ) from err
     archs = arch_list_for(torch_cuda)
     # torch.utils.cpp_extension reads both when it is imported / compiles.
     os.environ["CUDA_HOME"] = str(toolkit.home)

@@ -22,8 +22,10 @@ def float_tensor(op: str, name: str, value: object) -> torch.Tensor:
             f"wheelops.{op}: argument '{name}' must be a torch.Tensor, got {type(value).__name__}"
         )
     if value.layout != torch.strided:
-        raise TypeError(f"wheelops.{op}: argument '{name}' must be a dense (strided) tensor, "
-                        f"got layout {value.layout}")
+        raise TypeError(
+            f"wheelops.{op}: argument '{name}' must be a dense (strided) tensor, "
+            f"got layout {value.layout}"
+        )
     if value.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"wheelops.{op}: argument '{name}' has dtype {value.dtype}; expected {_DTYPE_NAMES}"

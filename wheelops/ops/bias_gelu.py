@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from wheelops.ops import _checks
@@ -62,13 +64,13 @@ def _fake_backward(
     return x.new_empty(x.shape), bias.new_empty(bias.shape)
 
 
-def _setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: torch.Tensor) -> None:
+def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     x, bias, approximate = inputs
     ctx.save_for_backward(x, bias)
     ctx.approximate = approximate
 
 
-def _backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple:
+def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     x, bias = ctx.saved_tensors
     grad_x, grad_bias = torch.ops.wheelops.bias_gelu_backward.default(
         grad, x, bias, ctx.approximate
@@ -79,6 +81,4 @@ def _backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> t
 def register() -> None:
     torch.library.register_fake("wheelops::bias_gelu", _fake)
     torch.library.register_fake("wheelops::bias_gelu_backward", _fake_backward)
-    torch.library.register_autograd(
-        "wheelops::bias_gelu", _backward, setup_context=_setup_context
-    )
+    torch.library.register_autograd("wheelops::bias_gelu", _backward, setup_context=_setup_context)

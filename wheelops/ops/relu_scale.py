@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from wheelops.ops import _checks
@@ -32,13 +34,13 @@ def _fake(x: torch.Tensor, alpha: float) -> torch.Tensor:
     return x.new_empty(x.shape)
 
 
-def _setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: torch.Tensor) -> None:
+def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     x, alpha = inputs
     ctx.save_for_backward(x)
     ctx.alpha = alpha
 
 
-def _backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple:
+def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     (x,) = ctx.saved_tensors
     # d/dx relu(x) * alpha = alpha where x > 0, else 0 (also for NaN, as torch.relu).
     grad_x = torch.where(x > 0, grad * ctx.alpha, torch.zeros_like(grad))
@@ -47,6 +49,4 @@ def _backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> t
 
 def register() -> None:
     torch.library.register_fake("wheelops::relu_scale", _fake)
-    torch.library.register_autograd(
-        "wheelops::relu_scale", _backward, setup_context=_setup_context
-    )
+    torch.library.register_autograd("wheelops::relu_scale", _backward, setup_context=_setup_context)

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from _helpers import (
+    DEVICES,
+    DTYPES,
+    SHAPES,
+    assert_close_to_eager,
+    assert_matches_reference,
+    randn,
+    strided_variants,
+)
+
+import wheelops
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_matches_float64_and_eager(shape, dtype, device):
+    a, b = randn(shape, dtype, device, 1), randn(shape, dtype, device, 2)
+    out = wheelops.add(a, b)
+    assert out.shape == a.shape and out.dtype == dtype and out.device == a.device
+    assert out.is_contiguous()
+    assert_matches_reference(out, a.double() + b.double())
+    assert_close_to_eager(out, a + b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_inputs(dtype, device):
+    a, b = randn((37, 24), dtype, device, 1), randn((37, 24), dtype, device, 2)
+    expected = a.double() + b.double()
+    for view in strided_variants(a).values():
+        assert_matches_reference(wheelops.add(view, b), expected)
+        assert_matches_reference(wheelops.add(b, view), expected)
+    row = randn((24,), dtype, device, 3)
+    assert_matches_reference(wheelops.add(row.expand(37, 24), b), row.double() + b.double())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_and_inf_propagate(device):
+    a = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0], device=device)
+    b = torch.tensor([1.0, 1.0, 1.0, float("inf")], device=device)
+    torch.testing.assert_close(wheelops.add(a, b), a + b, equal_nan=True)
+
+
+def test_gradcheck_float64():
+    a = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(wheelops.add, (a, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for requires_grad in (False, True):
+        a = torch.randn(3, 17, device=device, requires_grad=requires_grad)
+        b = torch.randn(3, 17, device=device, requires_grad=requires_grad)
+        torch.library.opcheck(torch.ops.wheelops.add.default, (a, b))
+    half = torch.randn(64, dtype=torch.float16, device=device)
+    torch.library.opcheck(torch.ops.wheelops.add.default, (half, half))
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((torch.ones(2, 3), torch.ones(3)), ValueError, "same shape .*does not broadcast"),
+        ((torch.ones(2, 3), torch.ones(3, 2)), ValueError, r"got \[2, 3\] and \[3, 2\]"),
+        ((torch.ones(3), torch.ones(3, dtype=torch.float64)), TypeError, "same dtype"),
+        ((torch.ones(3, dtype=torch.int64),) * 2, TypeError, "'a' has dtype torch.int64"),
+        ((torch.ones(3), [1.0, 2.0, 3.0]), TypeError, "'b' must be a torch.Tensor"),
+        ((torch.ones(3).to_sparse(), torch.ones(3)), TypeError, "dense"),
+    ],
+)
+def test_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.add(*args)
+
+
+def test_native_checks_reject_bad_input_too():
+    # Callers that skip the Python API still get an error, not a bad read.
+    with pytest.raises(RuntimeError, match="must have the same shape"):
+        torch.ops.wheelops.add.default(torch.ones(4), torch.ones(5))
+    with pytest.raises(RuntimeError, match="dtype Long"):
+        torch.ops.wheelops.add.default(torch.ones(4), torch.ones(4, dtype=torch.long))
+
+
+@pytest.mark.gpu
+def test_mixed_devices_rejected():
+    with pytest.raises(ValueError, match=r"same device .*cuda:0 and cpu"):
+        wheelops.add(torch.ones(3, device="cuda"), torch.ones(3))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ops.wheelops.add.default(torch.ones(3, device="cuda"), torch.ones(3))
+    torch.cuda.synchronize()  # no CUDA error left behind
+
+
+@pytest.mark.gpu
+def test_more_than_2_pow_31_elements():
+    n = 2**31 + 1027  # past int32 indexing, and not a multiple of the vector width
+    a = torch.ones(n, dtype=torch.bfloat16, device="cuda")
+    a[-5:] = torch.arange(5, dtype=torch.bfloat16, device="cuda")
+    b = torch.full((n,), 2.0, dtype=torch.bfloat16, device="cuda")
+    out = wheelops.add(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(out[: n - 5], torch.full_like(out[: n - 5], 3.0))
+    assert out[-5:].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]

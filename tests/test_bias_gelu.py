@@ -1,0 +1,222 @@
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _helpers import (
+    DEVICES,
+    DTYPES,
+    LOW_PRECISION,
+    TOLERANCE,
+    assert_close_to_eager,
+    assert_matches_reference,
+    randn,
+    strided_variants,
+)
+
+import wheelops
+
+APPROXIMATIONS = ["none", "tanh"]
+SHAPES = [(0, 8), (1, 1), (5, 7), (4, 64), (3, 2, 33), (130, 96), (2, 1031), (9,), (6, 0)]
+
+
+def reference(x: torch.Tensor, bias: torch.Tensor, approximate: str) -> torch.Tensor:
+    return F.gelu(x.double() + bias.double(), approximate=approximate)
+
+
+def reference_grads(grad, x, bias, approximate):
+    x64 = x.double().requires_grad_()
+    b64 = bias.double().requires_grad_()
+    out = F.gelu(x64 + b64, approximate=approximate)
+    return torch.autograd.grad(out, (x64, b64), grad.double())
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_matches_float64_and_eager(shape, dtype, device, approximate):
+    x, bias = randn(shape, dtype, device, 1), randn(shape[-1:], dtype, device, 2)
+    out = wheelops.bias_gelu(x, bias, approximate)
+    assert out.shape == x.shape and out.dtype == dtype and out.is_contiguous()
+    assert_matches_reference(out, reference(x, bias, approximate))
+    assert_close_to_eager(out, F.gelu(x + bias, approximate=approximate))
+
+
+def _assert_grad_bias(actual: torch.Tensor, expected: torch.Tensor, rows: int) -> None:
+    # A sum of `rows` terms: allow the accumulated rounding of float32 sums.
+    atol, rtol = TOLERANCE[actual.dtype]
+    scale = max(1.0, rows**0.5)
+    torch.testing.assert_close(
+        actual.double(), expected, atol=atol * scale, rtol=rtol * scale if rows > 1 else rtol
+    )
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fused_backward_matches_float64(shape, dtype, device, approximate):
+    x, bias = randn(shape, dtype, device, 1), randn(shape[-1:], dtype, device, 2)
+    grad = randn(shape, dtype, device, 3)
+    grad_x, grad_bias = torch.ops.wheelops.bias_gelu_backward.default(grad, x, bias, approximate)
+    expected_x, expected_bias = reference_grads(grad, x, bias, approximate)
+    assert grad_x.dtype == dtype and grad_bias.dtype == dtype and grad_bias.shape == bias.shape
+    assert_matches_reference(grad_x, expected_x)
+    _assert_grad_bias(grad_bias, expected_bias, rows=x.numel() // max(1, shape[-1]))
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_matches_eager(device, approximate):
+    x = torch.randn(6, 5, 48, device=device, requires_grad=True)
+    bias = torch.randn(48, device=device, requires_grad=True)
+    grad = torch.randn(6, 5, 48, device=device)
+    ours = torch.autograd.grad(wheelops.bias_gelu(x, bias, approximate), (x, bias), grad)
+    eager = torch.autograd.grad(F.gelu(x + bias, approximate=approximate), (x, bias), grad)
+    for mine, theirs in zip(ours, eager, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+def test_gradcheck_float64(approximate):
+    x = torch.randn(7, 13, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(13, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: wheelops.bias_gelu(a, b, approximate), (x, bias))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_inputs(dtype, device):
+    x, bias = randn((40, 24), dtype, device, 1), randn((24,), dtype, device, 2)
+    expected = reference(x, bias, "tanh")
+    expected_x, expected_bias = reference_grads(torch.ones_like(x), x, bias, "tanh")
+    for view in strided_variants(x).values():
+        assert_matches_reference(wheelops.bias_gelu(view, bias, "tanh"), expected)
+        grad_x, grad_bias = torch.ops.wheelops.bias_gelu_backward.default(
+            torch.ones_like(x).t().contiguous().t(), view, bias, "tanh"
+        )
+        assert_matches_reference(grad_x, expected_x)
+        _assert_grad_bias(grad_bias, expected_bias, rows=40)
+    padded = torch.zeros(25, dtype=dtype, device=device)
+    padded[1:] = bias
+    assert_matches_reference(wheelops.bias_gelu(x, padded[1:], "tanh"), expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_and_inf_follow_the_formula(device):
+    # As eager PyTorch in float64: gelu(nan) = nan, gelu(inf) = inf, and
+    # gelu(-inf) = -inf * 0 = nan. (Eager float32 on CPU says nan for +inf, an
+    # artifact of its vectorized erf; the formula and float64 say inf.)
+    x = torch.tensor([[float("nan"), float("inf"), -float("inf"), 0.5]], device=device)
+    bias = torch.zeros(4, device=device)
+    for approximate in APPROXIMATIONS:
+        torch.testing.assert_close(
+            wheelops.bias_gelu(x, bias, approximate).double(),
+            F.gelu(x.double(), approximate=approximate),
+            equal_nan=True,
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_is_deterministic(device):
+    x, bias = randn((3000, 96), torch.float32, device, 1), randn((96,), torch.float32, device, 2)
+    grad = randn((3000, 96), torch.float32, device, 3)
+    first = torch.ops.wheelops.bias_gelu_backward.default(grad, x, bias, "none")
+    for _ in range(3):
+        again = torch.ops.wheelops.bias_gelu_backward.default(grad, x, bias, "none")
+        assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for requires_grad in (False, True):
+        for approximate in APPROXIMATIONS:
+            x = torch.randn(3, 4, 16, device=device, requires_grad=requires_grad)
+            bias = torch.randn(16, device=device, requires_grad=requires_grad)
+            torch.library.opcheck(torch.ops.wheelops.bias_gelu.default, (x, bias, approximate))
+    x, bias = torch.randn(5, 24, device=device), torch.randn(24, device=device)
+    torch.library.opcheck(
+        torch.ops.wheelops.bias_gelu_backward.default, (torch.randn_like(x), x, bias, "tanh")
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((torch.ones(2, 3), torch.ones(4)), ValueError, r"'bias' must have shape \[3\]"),
+        ((torch.ones(2, 3), torch.ones(1, 3)), ValueError, r"'bias' must have shape \[3\]"),
+        ((torch.tensor(1.0), torch.ones(1)), ValueError, "at least one dimension"),
+        ((torch.ones(2, 3), torch.ones(3, dtype=torch.float16)), TypeError, "same dtype"),
+        ((torch.ones(2, 3, dtype=torch.int64), torch.ones(3)), TypeError, "'x' has dtype"),
+        ((torch.ones(2, 3), torch.ones(3), "exact"), ValueError, "'approximate' must be 'none' or"),
+        ((torch.ones(2, 3), torch.ones(3), None), ValueError, "'approximate' must be"),
+    ],
+)
+def test_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.bias_gelu(*args)
+
+
+def test_native_checks_reject_bad_input_too():
+    with pytest.raises(RuntimeError, match="'approximate' must be 'none' or 'tanh'"):
+        torch.ops.wheelops.bias_gelu.default(torch.ones(2, 3), torch.ones(3), "erf")
+    with pytest.raises(RuntimeError, match=r"'bias' must have shape \[3\]"):
+        torch.ops.wheelops.bias_gelu.default(torch.ones(2, 3), torch.ones(2), "none")
+    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same shape"):
+        torch.ops.wheelops.bias_gelu_backward.default(
+            torch.ones(3, 3), torch.ones(2, 3), torch.ones(3), "none"
+        )
+
+
+@pytest.mark.gpu
+def test_mixed_devices_rejected():
+    with pytest.raises(ValueError, match="same device"):
+        wheelops.bias_gelu(torch.ones(2, 3, device="cuda"), torch.ones(3))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ops.wheelops.bias_gelu.default(torch.ones(2, 3, device="cuda"), torch.ones(3), "none")
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_large_rows_on_a_side_stream(dtype):
+    x, bias = randn((4096, 1024), dtype, "cuda", 1), randn((1024,), dtype, "cuda", 2)
+    expected = reference(x, bias, "tanh")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = wheelops.bias_gelu(x, bias, "tanh")
+    torch.cuda.current_stream().wait_stream(stream)
+    assert_matches_reference(out, expected)
+
+
+@pytest.mark.gpu
+def test_more_than_2_pow_31_elements():
+    rows, cols = 2**21 + 3, 1024  # 2**31 + 3072 elements
+    x = torch.zeros(rows, cols, dtype=torch.bfloat16, device="cuda")
+    x[-1] = 1.0
+    bias = torch.zeros(cols, dtype=torch.bfloat16, device="cuda")
+    out = wheelops.bias_gelu(x, bias, "tanh")
+    grad_x, grad_bias = torch.ops.wheelops.bias_gelu_backward.default(
+        torch.ones_like(x), x, bias, "tanh"
+    )
+    torch.cuda.synchronize()
+    one = F.gelu(torch.tensor(1.0, dtype=torch.float64), approximate="tanh").item()
+    assert not out[:-1].any()
+    torch.testing.assert_close(
+        out[-1].double(),
+        torch.full((cols,), one, device="cuda", dtype=torch.float64),
+        atol=1e-2,
+        rtol=8e-3,
+    )
+    d0 = 0.5  # gelu'(0)
+    d1 = reference_grads(torch.ones(1), torch.ones(1), torch.zeros(1), "tanh")[0].item()
+    assert torch.all(grad_x[:-1] == d0)
+    expected_bias = (rows - 1) * d0 + d1
+    torch.testing.assert_close(
+        grad_bias.double(),
+        torch.full((cols,), expected_bias, device="cuda", dtype=torch.float64),
+        rtol=8e-3,
+        atol=0,
+    )

@@ -1,0 +1,146 @@
+"""The build: its facts, the stable-ABI-only sources, and the native libraries' links."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import wheelops
+from wheelops import _native
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(wheelops.__file__).resolve().parent
+
+
+def _built_library(stem: str) -> Path:
+    libs = _native.loaded()
+    assert libs is not None
+    path = libs.cpu if stem == "cpu" else libs.cuda
+    if path is None:  # present in the package but not loaded (CPU-only torch)
+        path = _native.find_library(libs.cpu.parent, _native.CUDA_LIBRARY)
+    if path is None:
+        pytest.skip(f"this build has no {stem} library (built without CUDA)")
+    return path
+
+
+def test_build_info_describes_this_build():
+    info = wheelops.build_info()
+    assert info.wheelops_version == wheelops.__version__
+    assert info.stable_abi_floor == "2.10"
+    assert info.python_floor == "3.10"
+    assert re.match(r"\d+\.\d+", info.torch_version)
+    libs = _native.loaded()
+    assert libs is not None and info.libraries["cpu"] == libs.cpu.name
+    if info.cuda_version is not None:
+        assert info.libraries["cuda"] and info.sass_archs
+        assert set(info.ptx_archs) <= set(info.sass_archs)
+        assert info.cuda_arch_list.replace("+PTX", "").split(";") == list(info.sass_archs)
+    else:
+        assert info.libraries["cuda"] is None and not info.sass_archs
+
+
+def test_build_info_readable_without_torch_or_native_code():
+    if wheelops.build_info().dev_mode:
+        pytest.skip("dev-mode facts live in the jit cache, not in the package")
+    module, facts = PACKAGE_DIR / "_build_info.py", PACKAGE_DIR / "_build_info.json"
+    script = (
+        "import importlib.util, pathlib, sys\n"
+        f"spec = importlib.util.spec_from_file_location('bi', {str(module)!r})\n"
+        "bi = sys.modules['bi'] = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(bi)\n"
+        f"info = bi.read_build_info(pathlib.Path({str(facts)!r}))\n"
+        "assert 'torch' not in sys.modules\n"
+        "print(info.wheelops_version, info.torch_version)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[0] == wheelops.__version__
+
+
+def test_import_does_not_initialise_cuda():
+    script = "import wheelops, torch; print(torch.cuda.is_initialized())"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+FORBIDDEN_INCLUDE = re.compile(
+    r"#\s*include\s*[<\"](ATen/|c10/|torch/extension\.h|torch/torch\.h|torch/csrc/api/|"
+    r"torch/python\.h|pybind11|Python\.h)"
+)
+
+
+def test_sources_use_only_the_stable_abi():
+    sources = [p for p in (REPO / "csrc").rglob("*") if p.suffix in {".h", ".cuh", ".cpp", ".cu"}]
+    assert sources, "no csrc/ next to the tests"
+    offenders = [
+        f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+        for p in sources
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if FORBIDDEN_INCLUDE.search(line)
+    ]
+    assert not offenders, "non-stable-ABI includes:\n" + "\n".join(offenders)
+
+
+def _needed(library: Path) -> list[str]:
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf (binutils) is not installed")
+    out = subprocess.run(
+        ["readelf", "-d", str(library)], capture_output=True, text=True, check=True
+    )
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out.stdout)
+
+
+def test_cuda_library_links_no_cuda_parts_of_torch():
+    needed = _needed(_built_library("cuda"))
+    assert not [lib for lib in needed if "torch_cuda" in lib or "c10_cuda" in lib], needed
+    assert "libtorch_python.so" not in needed
+    cudart = [lib for lib in needed if lib.startswith("libcudart.so.")]
+    assert cudart == [f"libcudart.so.{wheelops.build_info().cuda_version.split('.')[0]}"]
+
+
+def test_cpu_library_links_no_cuda():
+    needed = _needed(_built_library("cpu"))
+    assert not [lib for lib in needed if "cuda" in lib or "torch_python" in lib], needed
+
+
+def test_cuda_library_loaded_exactly_when_torch_is_a_cuda_build():
+    libs = _native.loaded()
+    cuda_file = _built_library("cuda")
+    assert cuda_file.exists()
+    if _native.torch_has_cuda():
+        assert libs.cuda is not None and libs.cuda_not_loaded_because is None
+    else:
+        assert libs.cuda is None
+        assert "not a CUDA build" in libs.cuda_not_loaded_because
+
+
+@pytest.mark.skipif(
+    shutil.which("cuobjdump") is None and not os.environ.get("CUDA_HOME"),
+    reason="cuobjdump (CUDA toolkit) not available",
+)
+def test_cuda_library_holds_the_archs_it_claims():
+    cuobjdump = shutil.which("cuobjdump") or str(Path(os.environ["CUDA_HOME"]) / "bin/cuobjdump")
+    library = _built_library("cuda")
+    info = wheelops.build_info()
+
+    def listed(kind: str) -> set[str]:
+        out = subprocess.run(
+            [cuobjdump, f"--list-{kind}", str(library)], capture_output=True, text=True, check=True
+        ).stdout
+        return {f"{m[0]}.{m[1:]}" for m in re.findall(r"sm_(\d+?)(\d)a?\b", out)}
+
+    assert listed("elf") == set(info.sass_archs)
+    assert listed("ptx") == set(info.ptx_archs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
+def test_cuda_kernels_registered():
+    x = torch.ones(3, device="cuda")
+    assert wheelops.add(x, x).device.type == "cuda"

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from _helpers import (
+    DEVICES,
+    DTYPES,
+    SHAPES,
+    assert_close_to_eager,
+    assert_matches_reference,
+    randn,
+    strided_variants,
+)
+
+import wheelops
+
+ALPHAS = [0.5, 1.0, -2.0, 0.0, 3.25]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_matches_float64_and_eager(shape, dtype, device):
+    x = randn(shape, dtype, device)
+    for alpha in ALPHAS:
+        out = wheelops.relu_scale(x, alpha)
+        assert out.shape == x.shape and out.dtype == dtype and out.is_contiguous()
+        assert_matches_reference(out, torch.relu(x.double()) * alpha)
+        assert_close_to_eager(out, torch.relu(x) * alpha)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_inputs(dtype, device):
+    x = randn((33, 40), dtype, device)
+    for view in strided_variants(x).values():
+        assert_matches_reference(wheelops.relu_scale(view, 1.5), torch.relu(x.double()) * 1.5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_propagates_like_torch_relu(device):
+    x = torch.tensor([float("nan"), -float("inf"), float("inf"), -1.0, 2.0], device=device)
+    torch.testing.assert_close(wheelops.relu_scale(x, 2.0), torch.relu(x) * 2.0, equal_nan=True)
+
+
+def test_gradcheck_float64():
+    x = torch.randn(6, 7, dtype=torch.float64)
+    x = (x + 0.1 * x.sign()).requires_grad_()  # keep away from the kink at 0
+    for alpha in (0.5, -1.5):
+        assert torch.autograd.gradcheck(lambda t, a=alpha: wheelops.relu_scale(t, a), (x,))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_matches_eager(device):
+    x = torch.randn(5, 9, device=device, requires_grad=True)
+    grad = torch.randn(5, 9, device=device)
+    (ours,) = torch.autograd.grad(wheelops.relu_scale(x, 0.75), x, grad)
+    (eager,) = torch.autograd.grad(torch.relu(x) * 0.75, x, grad)
+    torch.testing.assert_close(ours, eager)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for requires_grad in (False, True):
+        x = torch.randn(4, 11, device=device, requires_grad=requires_grad)
+        torch.library.opcheck(torch.ops.wheelops.relu_scale.default, (x, 0.5))
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((torch.ones(3, dtype=torch.int32), 1.0), TypeError, "'x' has dtype torch.int32"),
+        ((torch.ones(3), "2"), TypeError, "'alpha' must be a Python float"),
+        ((torch.ones(3), True), TypeError, "'alpha' must be a Python float"),
+        ((torch.ones(3), torch.tensor(2.0)), TypeError, "'alpha' must be a Python float"),
+        (([1.0], 1.0), TypeError, "'x' must be a torch.Tensor"),
+    ],
+)
+def test_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.relu_scale(*args)
+
+
+@pytest.mark.gpu
+def test_more_than_2_pow_31_elements():
+    n = 2**31 + 9
+    x = torch.full((n,), -1.0, dtype=torch.float16, device="cuda")
+    x[-3:] = torch.tensor([1.0, 2.0, -4.0], dtype=torch.float16, device="cuda")
+    out = wheelops.relu_scale(x, 2.0)
+    torch.cuda.synchronize()
+    assert not out[: n - 3].any()
+    assert out[-3:].tolist() == [2.0, 4.0, 0.0]

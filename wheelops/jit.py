@@ -1,0 +1,163 @@
+"""Dev mode: build csrc/ in place with ninja and register the ops, no reinstall.
+
+    python -m wheelops.jit            # build (incrementally) and load; prints what it built
+    >>> import wheelops.jit; wheelops.jit.load()
+
+Works from a source checkout (csrc/ and build_tools/ next to the package) that
+has no built libraries in wheelops/. Objects are cached per torch/CUDA version
+(WHEELOPS_JIT_CACHE or ~/.cache/wheelops/jit) and only what changed is
+rebuilt. The CUDA library needs a matched toolkit, as for a wheel build (the
+PyPI one next to torch, or CUDA_HOME); without TORCH_CUDA_ARCH_LIST it is built
+for the GPUs of this machine. A library already loaded in a process cannot be
+replaced: re-run the process after editing a kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from wheelops import _build_info, _native
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+CHECKOUT = PACKAGE_DIR.parent
+
+
+def _require_checkout() -> None:
+    if not (CHECKOUT / "csrc" / "ops").is_dir() or not (CHECKOUT / "build_tools").is_dir():
+        raise RuntimeError(
+            f"wheelops.jit builds from a source checkout, but {PACKAGE_DIR} is an installed "
+            "package (no csrc/ next to it). Clone the repository and run from its root."
+        )
+    if sys.path[0:1] != [str(CHECKOUT)] and str(CHECKOUT) not in sys.path:
+        sys.path.insert(0, str(CHECKOUT))
+
+
+def default_cache_dir() -> Path:
+    root = os.environ.get("WHEELOPS_JIT_CACHE") or Path.home() / ".cache" / "wheelops" / "jit"
+    variant = f"cu{torch.version.cuda.replace('.', '')}" if _native.torch_has_cuda() else "cpu"
+    return Path(root) / f"torch{torch.__version__.split('+')[0]}-{variant}"
+
+
+def _gpu_arch_list() -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    caps = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+    return ";".join(f"{major}.{minor}" for major, minor in caps)
+
+
+def _build_cuda(cache: Path, verbose: bool) -> tuple[Path, Any, Any]:
+    from build_tools import flags, native_sources
+    from build_tools.arch_list import arch_list_for
+    from build_tools.cuda_toolkit import find_toolkit
+
+    toolkit = find_toolkit(torch.version.cuda)
+    os.environ["CUDA_HOME"] = str(toolkit.home)
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and _gpu_arch_list():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = _gpu_arch_list()
+    archs = arch_list_for(torch.version.cuda)
+    os.environ["TORCH_CUDA_ARCH_LIST"] = archs.spec
+    # torch's JIT links "-lcudart", which needs an unversioned libcudart.so.
+    link_dir = cache / "cudart"
+    link_dir.mkdir(parents=True, exist_ok=True)
+    shim = link_dir / "libcudart.so"
+    if not shim.exists():
+        shim.symlink_to(toolkit.cudart_dir / toolkit.cudart_soname)
+
+    from torch.utils import cpp_extension
+
+    cpp_extension.CUDA_HOME = str(toolkit.home)
+    (cache / "cuda").mkdir(parents=True, exist_ok=True)
+    path = cpp_extension.load(
+        name="wheelops_ops_cuda",
+        sources=[str(p) for p in native_sources.cuda_sources()],
+        extra_cflags=flags.cxx_flags(),
+        extra_cuda_cflags=flags.nvcc_flags(),
+        extra_include_paths=[str(native_sources.INCLUDE_DIR), str(toolkit.include_dir)],
+        extra_ldflags=[f"-L{link_dir}"],
+        build_directory=str(cache / "cuda"),
+        with_cuda=True,
+        is_python_module=False,
+        verbose=verbose,
+    )
+    return Path(path), toolkit, archs
+
+
+def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildInfo:
+    """Build the native libraries from csrc/ (incrementally), load them, register the ops.
+
+    ``cuda=None`` builds CUDA kernels when torch is a CUDA build; ``False`` skips
+    them (faster when only CPU kernels changed). Returns the dev build's facts.
+    """
+    loaded = _native.loaded()
+    if loaded is not None:
+        if _build_info.build_info().dev_mode:
+            return _build_info.build_info()
+        raise RuntimeError(
+            f"wheelops native libraries are already loaded from {loaded.cpu}; dev mode needs a "
+            "source checkout without built libraries in wheelops/ (delete wheelops/*.so)."
+        )
+    _require_checkout()
+    from build_tools import build_facts, flags, native_sources
+    from build_tools.cuda_toolkit import find_toolkit
+
+    build_cuda = _native.torch_has_cuda() if cuda is None else cuda
+    if build_cuda:
+        # Before torch.utils.cpp_extension is first imported: it settles
+        # CUDA_HOME then, from PATH if unset, and a build never uses PATH's nvcc.
+        os.environ["CUDA_HOME"] = str(find_toolkit(torch.version.cuda).home)
+    from torch.utils import cpp_extension
+
+    cache = default_cache_dir()
+    (cache / "cpu").mkdir(parents=True, exist_ok=True)
+    cpu_path = cpp_extension.load(
+        name="wheelops_ops_cpu",
+        sources=[str(p) for p in native_sources.cpu_sources()],
+        extra_cflags=flags.cxx_flags(),
+        extra_include_paths=[str(native_sources.INCLUDE_DIR)],
+        build_directory=str(cache / "cpu"),
+        with_cuda=False,
+        is_python_module=False,
+        verbose=verbose,
+    )
+    cuda_path, toolkit, archs = _build_cuda(cache, verbose) if build_cuda else (None, None, None)
+    facts = build_facts.collect(
+        torch.__version__,
+        toolkit,
+        archs,
+        {"cpu": Path(cpu_path).name, "cuda": cuda_path.name if cuda_path else None},
+        dev_mode=True,
+    )
+    (cache / "_build_info.json").write_text(json.dumps(facts, indent=2) + "\n")
+    info = _build_info.BuildInfo.from_dict(facts)
+    _build_info.set_dev_build_info(info)
+    _native.load_libraries(Path(cpu_path), cuda_path)
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m wheelops.jit", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--verbose", action="store_true", help="show the compiler commands")
+    parser.add_argument("--cpu-only", action="store_true", help="skip the CUDA library")
+    args = parser.parse_args(argv)
+    info = load(verbose=args.verbose, cuda=False if args.cpu_only else None)
+    libs = _native.loaded()
+    assert libs is not None
+    print(f"wheelops dev build in {default_cache_dir()}")
+    print(f"  cpu library:  {libs.cpu}")
+    print(f"  cuda library: {libs.cuda or 'not built'}")
+    if info.cuda_version:
+        print(f"  CUDA {info.cuda_version} (nvcc {info.nvcc_version}), archs {info.cuda_arch_list}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
