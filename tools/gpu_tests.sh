@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Run the whole test suite (GPU tests included) against a built wheel on a CUDA
+# machine, with that machine's own torch and no network:
+#
+#   tools/gpu_tests.sh [path/to/wheelops-*.whl] [pytest args...]
+#
+# The wheel defaults to dist/wheelops-*.whl. It is installed (without
+# dependencies) into a temporary directory, never over the machine's packages.
+# Dev-mode tests build from this checkout with the machine's CUDA toolkit: the
+# PyPI one next to torch, or CUDA_HOME (set here to /usr/local/cuda if unset
+# and present). If $OUT is set, the JUnit report and a summary JSON go there.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+wheel="${1:-}"
+[[ $# -gt 0 ]] && shift
+if [[ -z "$wheel" ]]; then
+  wheel="$(ls "$repo"/dist/wheelops-*.whl | head -n 1)"
+fi
+site="$(mktemp -d)"
+python3 -m pip install --quiet --no-deps --no-index --no-compile --target "$site" "$wheel"
+if [[ -z "${CUDA_HOME:-}" && -x /usr/local/cuda/bin/nvcc ]]; then
+  export CUDA_HOME=/usr/local/cuda
+fi
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" WHEELOPS_TEST_INSTALLED=1
+report="${OUT:-$site}/gpu-tests.xml"
+python3 - <<'PY'
+import torch
+print(f"torch {torch.__version__} CUDA {torch.version.cuda};",
+      f"GPU {torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}")
+PY
+cd "$site"
+status=0
+python3 -m pytest "$repo/tests" -ra -p no:cacheprovider --junitxml="$report" "$@" || status=$?
+python3 - "$report" "$status" <<'PY'
+import json, os, sys, xml.etree.ElementTree as ET
+suite = ET.parse(sys.argv[1]).getroot()
+suite = suite if suite.tag == "testsuite" else suite[0]
+summary = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+summary["exit_status"] = int(sys.argv[2])
+print("summary:", json.dumps(summary))
+if os.environ.get("OUT"):
+    with open(os.path.join(os.environ["OUT"], "gpu-tests-summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+PY
+exit "$status"
