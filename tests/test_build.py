@@ -133,7 +133,9 @@ def test_cuda_library_holds_the_archs_it_claims():
         out = subprocess.run(
             [cuobjdump, f"--list-{kind}", str(library)], capture_output=True, text=True, check=True
         ).stdout
-        return {f"{m[0]}.{m[1:]}" for m in re.findall(r"sm_(\d+?)(\d)a?\b", out)}
+        # sm_75 -> 7.5, sm_100 -> 10.0, sm_120 -> 12.0
+        found = re.findall(r"sm_(\d+)(\d)a?\b", out)
+        return {f"{major}.{minor}" for major, minor in found}
 
     assert listed("elf") == set(info.sass_archs)
     assert listed("ptx") == set(info.ptx_archs)

@@ -16,15 +16,9 @@ Tensor add_cpu(const Tensor& a, const Tensor& b) {
   Tensor out = torch::stable::empty_like(a_c);
   dispatch_float(a_c.scalar_type(), "add", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = acc_type<T>;
-    const T* pa = a_c.const_data_ptr<T>();
-    const T* pb = b_c.const_data_ptr<T>();
-    T* po = out.mutable_data_ptr<T>();
-    cpu::parallel_range(a_c.numel(), cpu::kGrainSize, [=](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        po[i] = static_cast<T>(static_cast<A>(pa[i]) + static_cast<A>(pb[i]));
-      }
-    });
+    cpu::elementwise(
+        out.mutable_data_ptr<T>(), a_c.numel(), [](auto x, auto y) { return x + y; },
+        a_c.const_data_ptr<T>(), b_c.const_data_ptr<T>());
   });
   return out;
 }

@@ -15,14 +15,10 @@ Tensor relu_scale_cpu(const Tensor& x, double alpha) {
   dispatch_float(x_c.scalar_type(), "relu_scale", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type<T>;
-    const T* px = x_c.const_data_ptr<T>();
-    T* po = out.mutable_data_ptr<T>();
     const A a = static_cast<A>(alpha);
-    cpu::parallel_range(x_c.numel(), cpu::kGrainSize, [=](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        po[i] = static_cast<T>(relu_scale_value(static_cast<A>(px[i]), a));
-      }
-    });
+    cpu::elementwise(
+        out.mutable_data_ptr<T>(), x_c.numel(), [a](A x) { return relu_scale_value(x, a); },
+        x_c.const_data_ptr<T>());
   });
   return out;
 }

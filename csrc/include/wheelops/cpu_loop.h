@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "wheelops/dispatch.h"
+
 namespace wheelops::cpu {
 
 // Elements per task: large enough that scheduling costs vanish next to the work.
@@ -21,6 +23,17 @@ void parallel_range(int64_t n, int64_t grain, const Fn& fn) {
     return;
   }
   torch::stable::parallel_for(0, n, grain, fn);
+}
+
+// out[i] = op(in[0][i], ...), computed in acc_type<T>, over n contiguous elements.
+template <typename T, typename Op, typename... In>
+void elementwise(T* out, int64_t n, Op op, const In*... in) {
+  using A = acc_type<T>;
+  parallel_range(n, kGrainSize, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      out[i] = static_cast<T>(op(static_cast<A>(in[i])...));
+    }
+  });
 }
 
 } // namespace wheelops::cpu
