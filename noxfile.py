@@ -29,13 +29,17 @@ CI_WHEEL_DIR = ROOT / "build" / "ci-wheel"
 def _install_build_environment(session: nox.Session) -> None:
     """torch, and the CUDA toolkit pinned to exactly the one torch was built with."""
     session.install(f"torch=={BUILD_TORCH}", *BUILD_REQUIREMENTS)
-    toolkit = session.run(
-        "python",
-        "-c",
-        "import importlib.metadata as m, torch;"
-        "print(m.version('cuda-toolkit') if torch.version.cuda else '')",
-        silent=True,
-    ).strip()
+    # A CUDA torch depends on the exact cuda-toolkit release it was built with;
+    # read that from the package metadata (importing torch would print warnings).
+    probe = (
+        "import importlib.metadata as m\n"
+        "try:\n    print(m.version('cuda-toolkit'))\n"
+        "except m.PackageNotFoundError:\n    print('none')\n"
+    )
+    output = session.run("python", "-c", probe, silent=True) or "none"
+    toolkit = output.strip().splitlines()[-1]
+    if toolkit == "none":
+        toolkit = ""
     if toolkit:
         session.install(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={toolkit}")
 
