@@ -126,7 +126,7 @@ def build(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    session.install("ruff==0.17.5")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 

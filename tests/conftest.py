@@ -21,8 +21,8 @@ def pytest_configure(config: pytest.Config) -> None:
         wheelops.jit.load()
     # nox's test sessions set this so that they provably test the wheel, not the tree.
     if os.environ.get("WHEELOPS_TEST_INSTALLED") == "1":
-        location = Path(wheelops.__file__).resolve()
-        assert REPO not in location.parents, f"testing the source tree, not the wheel: {location}"
+        location = Path(wheelops.__file__).resolve().parent
+        assert location != REPO / "wheelops", f"testing the source tree, not the wheel: {location}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
