@@ -9,8 +9,10 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
+#include <initializer_list>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "bias_gelu.h"
 #include "wheelops/cuda_runtime.cuh"
