@@ -66,9 +66,11 @@ def _build_cuda(cache: Path, verbose: bool) -> tuple[Path, Any, Any]:
     # torch's JIT links "-lcudart", which needs an unversioned libcudart.so.
     link_dir = cache / "cudart"
     link_dir.mkdir(parents=True, exist_ok=True)
-    shim = link_dir / "libcudart.so"
-    if not shim.exists():
-        shim.symlink_to(toolkit.cudart_dir / toolkit.cudart_soname)
+    shim, target = link_dir / "libcudart.so", toolkit.cudart_dir / toolkit.cudart_soname
+    if shim.is_symlink() and shim.readlink() != target:
+        shim.unlink()  # the toolkit moved since the last build
+    if not shim.is_symlink():
+        shim.symlink_to(target)
 
     from torch.utils import cpp_extension
 
