@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
 import nox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_tools.build_facts import git_commit
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
@@ -57,7 +61,8 @@ def _build_wheel(session: nox.Session, out_dir: Path, arch_list: str | None) -> 
         shutil.copytree(
             ROOT, staged, ignore=shutil.ignore_patterns(".nox", "build", "dist", ".git")
         )
-        env["WHEELOPS_GIT_COMMIT"] = _git_commit(session)
+        # The staged copy has no .git: record the checkout's commit.
+        env["WHEELOPS_GIT_COMMIT"] = git_commit()
         session.run(
             "pip",
             "wheel",
@@ -77,23 +82,6 @@ def _build_wheel(session: nox.Session, out_dir: Path, arch_list: str | None) -> 
         f"built {wheel.name}: CUDA {facts['cuda_version']}, archs {facts['cuda_arch_list']}"
     )
     return wheel
-
-
-def _git_commit(session: nox.Session) -> str:
-    if not (ROOT / ".git").exists() or shutil.which("git") is None:
-        return "unknown"
-    commit = session.run("git", "-C", str(ROOT), "rev-parse", "HEAD", silent=True, external=True)
-    dirty = session.run(
-        "git",
-        "-C",
-        str(ROOT),
-        "status",
-        "--porcelain",
-        "--untracked-files=no",
-        silent=True,
-        external=True,
-    )
-    return commit.strip() + ("-dirty" if dirty.strip() else "")
 
 
 def _run_tests(session: nox.Session, *extra: str) -> None:

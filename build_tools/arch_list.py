@@ -51,9 +51,9 @@ def parse_arch_list(spec: str) -> ArchList:
     )
 
 
-def arch_list_for(cuda_version: str) -> ArchList:
-    """TORCH_CUDA_ARCH_LIST if set, else the default for this CUDA major."""
-    spec = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+def arch_list_for(cuda_version: str, fallback: str | None = None) -> ArchList:
+    """TORCH_CUDA_ARCH_LIST if set, else `fallback`, else the default for this CUDA major."""
+    spec = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip() or (fallback or "")
     if not spec:
         major = int(cuda_version.split(".")[0])
         if major not in DEFAULT_ARCH_LISTS:

@@ -36,13 +36,22 @@ def plan_build() -> BuildPlan:
             "install a CUDA torch in the build environment"
         )
     try:
-        toolkit = find_toolkit(torch_cuda)
+        toolkit, archs = prepare_cuda_build(torch_cuda)
     except ToolkitError as err:
         raise SystemExit(
             f"wheelops build: {err}\n(or set WHEELOPS_CUDA=0 for a CPU-only build)"
         ) from err
-    archs = arch_list_for(torch_cuda)
-    # torch.utils.cpp_extension reads both when it is imported / compiles.
+    return BuildPlan(torch.__version__, toolkit, archs)
+
+
+def prepare_cuda_build(
+    torch_cuda: str, fallback_arch_list: str | None = None
+) -> tuple[CudaToolkit, ArchList]:
+    """The matched toolkit and the arch list (TORCH_CUDA_ARCH_LIST, else the fallback,
+    else the default), exported for torch.utils.cpp_extension, which reads CUDA_HOME
+    when first imported and TORCH_CUDA_ARCH_LIST when it compiles."""
+    toolkit = find_toolkit(torch_cuda)
+    archs = arch_list_for(torch_cuda, fallback_arch_list)
     os.environ["CUDA_HOME"] = str(toolkit.home)
     os.environ["TORCH_CUDA_ARCH_LIST"] = archs.spec
-    return BuildPlan(torch.__version__, toolkit, archs)
+    return toolkit, archs

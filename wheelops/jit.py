@@ -19,11 +19,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from wheelops import _build_info, _native
+
+if TYPE_CHECKING:  # build_tools exists only in a source checkout
+    from build_tools.cuda_toolkit import CudaToolkit
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE_DIR.parent
@@ -35,7 +38,7 @@ def _require_checkout() -> None:
             f"wheelops.jit builds from a source checkout, but {PACKAGE_DIR} is an installed "
             "package (no csrc/ next to it). Clone the repository and run from its root."
         )
-    if sys.path[0:1] != [str(CHECKOUT)] and str(CHECKOUT) not in sys.path:
+    if str(CHECKOUT) not in sys.path:
         sys.path.insert(0, str(CHECKOUT))
 
 
@@ -52,17 +55,9 @@ def _gpu_arch_list() -> str | None:
     return ";".join(f"{major}.{minor}" for major, minor in caps)
 
 
-def _build_cuda(cache: Path, verbose: bool) -> tuple[Path, Any, Any]:
+def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
     from build_tools import flags, native_sources
-    from build_tools.arch_list import arch_list_for
-    from build_tools.cuda_toolkit import find_toolkit
 
-    toolkit = find_toolkit(torch.version.cuda)
-    os.environ["CUDA_HOME"] = str(toolkit.home)
-    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and _gpu_arch_list():
-        os.environ["TORCH_CUDA_ARCH_LIST"] = _gpu_arch_list()
-    archs = arch_list_for(torch.version.cuda)
-    os.environ["TORCH_CUDA_ARCH_LIST"] = archs.spec
     # torch's JIT links "-lcudart", which needs an unversioned libcudart.so.
     link_dir = cache / "cudart"
     link_dir.mkdir(parents=True, exist_ok=True)
@@ -74,6 +69,7 @@ def _build_cuda(cache: Path, verbose: bool) -> tuple[Path, Any, Any]:
 
     from torch.utils import cpp_extension
 
+    # Also when cpp_extension was imported before CUDA_HOME was exported.
     cpp_extension.CUDA_HOME = str(toolkit.home)
     (cache / "cuda").mkdir(parents=True, exist_ok=True)
     path = cpp_extension.load(
@@ -88,7 +84,7 @@ def _build_cuda(cache: Path, verbose: bool) -> tuple[Path, Any, Any]:
         is_python_module=False,
         verbose=verbose,
     )
-    return Path(path), toolkit, archs
+    return Path(path)
 
 
 def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildInfo:
@@ -107,13 +103,13 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
         )
     _require_checkout()
     from build_tools import build_facts, flags, native_sources
-    from build_tools.cuda_toolkit import find_toolkit
+    from build_tools.plan import prepare_cuda_build
 
-    build_cuda = _native.torch_has_cuda() if cuda is None else cuda
-    if build_cuda:
+    toolkit, archs = None, None
+    if _native.torch_has_cuda() if cuda is None else cuda:
         # Before torch.utils.cpp_extension is first imported: it settles
         # CUDA_HOME then, from PATH if unset, and a build never uses PATH's nvcc.
-        os.environ["CUDA_HOME"] = str(find_toolkit(torch.version.cuda).home)
+        toolkit, archs = prepare_cuda_build(torch.version.cuda, _gpu_arch_list())
     from torch.utils import cpp_extension
 
     cache = default_cache_dir()
@@ -128,7 +124,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
         is_python_module=False,
         verbose=verbose,
     )
-    cuda_path, toolkit, archs = _build_cuda(cache, verbose) if build_cuda else (None, None, None)
+    cuda_path = _build_cuda(cache, toolkit, verbose) if toolkit else None
     facts = build_facts.collect(
         torch.__version__,
         toolkit,
