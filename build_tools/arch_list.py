@@ -1,64 +1,63 @@
-"""CUDA architecture lists: the default per CUDA major, and what a list puts in a binary."""
+"""CUDA architecture lists: the default per CUDA version (from the matrix) and parsing.
+
+Parsing and coverage rules live in wheelops/_archs.py, which the installed
+package's guard uses too; it is loaded by path so that the build does not
+import the wheelops package (and torch) to read them.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
-from dataclasses import dataclass
+import sys
+from pathlib import Path
+from types import ModuleType
 
-# PyTorch's own lists per CUDA major, plus 8.9 (Ada) where the toolkit has it.
-DEFAULT_ARCH_LISTS: dict[int, str] = {
-    12: "7.5;8.0;8.6;8.9;9.0;10.0;12.0",
-    13: "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX",
-}
-
-
-@dataclass(frozen=True)
-class ArchList:
-    """A parsed TORCH_CUDA_ARCH_LIST: which archs get SASS and which get PTX."""
-
-    spec: str
-    sass: tuple[str, ...]
-    ptx: tuple[str, ...]
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "wheelops"
+MATRIX_FILE = PACKAGE_DIR / "matrix.json"
 
 
-def parse_arch_list(spec: str) -> ArchList:
-    """Parse "7.5;8.0;9.0+PTX" (";" or spaces between entries, "+PTX" adds PTX)."""
-    sass: list[str] = []
-    ptx: list[str] = []
-    for entry in spec.replace(" ", ";").split(";"):
-        entry = entry.strip()
-        if not entry:
-            continue
-        arch, _, suffix = entry.partition("+")
-        if suffix and suffix.upper() != "PTX":
-            raise ValueError(
-                f"TORCH_CUDA_ARCH_LIST entry {entry!r}: only '+PTX' may follow an arch"
-            )
-        major, dot, minor = arch.partition(".")
-        if not (dot and major.isdigit() and minor.rstrip("af").isdigit()):
-            raise ValueError(
-                f"TORCH_CUDA_ARCH_LIST entry {entry!r} is not of the form MAJOR.MINOR[+PTX]"
-            )
-        sass.append(arch)
-        if suffix:
-            ptx.append(arch)
-    if not sass:
-        raise ValueError(f"TORCH_CUDA_ARCH_LIST {spec!r} names no architecture")
-    return ArchList(
-        spec=";".join(a + ("+PTX" if a in ptx else "") for a in sass),
-        sass=tuple(sass),
-        ptx=tuple(ptx),
-    )
+def _load_package_module(name: str) -> ModuleType:
+    path = PACKAGE_DIR / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_wheelops_build_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+_archs = _load_package_module("_archs")
+ArchList = _archs.ArchList
+parse_arch_list = _archs.parse_arch_list
+
+
+def default_arch_lists() -> dict[str, str]:
+    """CUDA version ("13.0") -> the TORCH_CUDA_ARCH_LIST of its variant in the matrix."""
+    variants = json.loads(MATRIX_FILE.read_text())["variants"].values()
+    return {v["cuda"]: v["arch_list"] for v in variants if v["cuda"]}
+
+
+def default_arch_list(cuda_version: str) -> str:
+    """The matrix's list for this CUDA release, else for the newest release of its major
+    that is not newer (a 13.2 toolkit builds what 13.0 does)."""
+    major, minor = (int(p) for p in cuda_version.split(".")[:2])
+    candidates = [
+        ((m, n), spec)
+        for version, spec in default_arch_lists().items()
+        for m, n in [(int(p) for p in version.split("."))]
+        if m == major and n <= minor
+    ]
+    if not candidates:
+        raise RuntimeError(
+            f"the matrix ({MATRIX_FILE.name}) has no variant for CUDA {cuda_version}; "
+            "set TORCH_CUDA_ARCH_LIST"
+        )
+    return max(candidates)[1]
 
 
 def arch_list_for(cuda_version: str, fallback: str | None = None) -> ArchList:
-    """TORCH_CUDA_ARCH_LIST if set, else `fallback`, else the default for this CUDA major."""
+    """TORCH_CUDA_ARCH_LIST if set, else `fallback`, else the matrix's list for this CUDA."""
     spec = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip() or (fallback or "")
-    if not spec:
-        major = int(cuda_version.split(".")[0])
-        if major not in DEFAULT_ARCH_LISTS:
-            raise RuntimeError(
-                f"no default arch list for CUDA {cuda_version}; set TORCH_CUDA_ARCH_LIST"
-            )
-        spec = DEFAULT_ARCH_LISTS[major]
-    return parse_arch_list(spec)
+    return parse_arch_list(spec or default_arch_list(cuda_version))

@@ -120,12 +120,19 @@ def test_cuda_library_loaded_exactly_when_torch_is_a_cuda_build():
         assert "not a CUDA build" in libs.cuda_not_loaded_because
 
 
-@pytest.mark.skipif(
-    shutil.which("cuobjdump") is None and not os.environ.get("CUDA_HOME"),
-    reason="cuobjdump (CUDA toolkit) not available",
-)
+def _cuobjdump() -> str | None:
+    # The PyPI toolkit has no cuobjdump; a system one (on PATH or in CUDA_HOME) does.
+    home = os.environ.get("CUDA_HOME")
+    candidate = Path(home) / "bin" / "cuobjdump" if home else None
+    return shutil.which("cuobjdump") or (
+        str(candidate) if candidate and candidate.is_file() else None
+    )
+
+
+@pytest.mark.skipif(_cuobjdump() is None, reason="cuobjdump (CUDA toolkit) not available")
 def test_cuda_library_holds_the_archs_it_claims():
-    cuobjdump = shutil.which("cuobjdump") or str(Path(os.environ["CUDA_HOME"]) / "bin/cuobjdump")
+    cuobjdump = _cuobjdump()
+    assert cuobjdump is not None
     library = _built_library("cuda")
     info = wheelops.build_info()
 

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wheelops._variants import variant_name
+
 BUILD_INFO_FILE = "_build_info.json"
 SCHEMA_VERSION = 1
 
@@ -34,6 +36,11 @@ class BuildInfo:
     git_commit: str
     libraries: dict[str, str | None] = field(default_factory=dict)  # "cpu"/"cuda" -> file
     dev_mode: bool = False  # built by wheelops.jit rather than by a wheel build
+
+    @property
+    def variant(self) -> str:
+        """The published variant this build belongs to: "cpu", "cu130", ..."""
+        return variant_name(self.cuda_version)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

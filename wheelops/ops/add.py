@@ -38,6 +38,7 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _check(a, b)
+    _checks.gpu_supported("add", a)
     return a.new_empty(a.shape)
 
 

@@ -51,6 +51,7 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
 
 def _fake(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     _check("bias_gelu", x, bias, approximate)
+    _checks.gpu_supported("bias_gelu", x)
     return x.new_empty(x.shape)
 
 
@@ -61,6 +62,7 @@ def _fake_backward(
     _checks.float_tensor("bias_gelu_backward", "grad", grad)
     _checks.same_dtype("bias_gelu_backward", "grad", grad, "x", x)
     _checks.same_shape("bias_gelu_backward", "grad", grad, "x", x)
+    _checks.gpu_supported("bias_gelu_backward", x)
     return x.new_empty(x.shape), bias.new_empty(bias.shape)
 
 

@@ -31,6 +31,7 @@ def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
 
 def _fake(x: torch.Tensor, alpha: float) -> torch.Tensor:
     _checks.float_tensor("relu_scale", "x", x)
+    _checks.gpu_supported("relu_scale", x)
     return x.new_empty(x.shape)
 
 

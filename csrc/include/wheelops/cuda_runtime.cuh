@@ -31,7 +31,26 @@ namespace wheelops::cuda {
 
 // Call right after a launch: reports a bad configuration as the op's error
 // instead of leaving it for the next, unrelated CUDA call to trip over.
-#define WHEELOPS_CHECK_LAUNCH(op) WHEELOPS_CUDA_CHECK(cudaGetLastError(), op)
+#define WHEELOPS_CHECK_LAUNCH(op) ::wheelops::cuda::check_launch(op)
+
+// The Python guard refuses GPUs the build has no kernel for before any launch;
+// this explains the same case for callers that bypass it (torch.ops.wheelops.*
+// directly, or WHEELOPS_SKIP_GUARD=1) instead of CUDA's bare message.
+inline void check_launch(const char* op) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaErrorNoKernelImageForDevice) {
+    int device = -1, major = 0, minor = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    WHEELOPS_CHECK(
+        false, "wheelops.", op, ": this wheelops build has no kernel image for cuda:",
+        device, " (compute capability ", major, ".", minor,
+        "). Run `python -m wheelops` to see the GPU architectures it holds and the "
+        "command that installs a build for this GPU.");
+  }
+  WHEELOPS_CUDA_CHECK(err, op);
+}
 
 using CurrentStreamFn = decltype(&aoti_torch_get_current_cuda_stream);
 

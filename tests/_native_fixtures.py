@@ -1,0 +1,140 @@
+"""Real broken shared libraries and installed-package copies for the guard's tests.
+
+Each library is compiled on the fly (or cut from a real one) so that the
+loader fails for real, with its own words.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import wheelops
+from wheelops import _native
+
+MISSING_C10_SYMBOL = "c10::detail::wheelops_test_removed(long)"
+
+_SOURCES = {
+    # A library built against a torch whose C++ ABI had this function.
+    "missing_c10_symbol": (
+        "namespace c10 { namespace detail { void wheelops_test_removed(long); } }\n"
+        'extern "C" void wheelops_test_entry() { c10::detail::wheelops_test_removed(1); }\n'
+    ),
+    "cudart12_stub": 'extern "C" int wheelops_test_cudart_stub() { return 12; }\n',
+    "needs_cudart12": (
+        'extern "C" int wheelops_test_cudart_stub();\n'
+        'extern "C" int wheelops_test_entry() { return wheelops_test_cudart_stub(); }\n'
+    ),
+}
+
+
+def compiler() -> str:
+    found = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    if found is None:
+        pytest.skip("needs a C++ compiler to build the broken libraries")
+    return found
+
+
+def build_broken_libraries(directory: Path) -> dict[str, Path]:
+    """missing_c10_symbol.so and needs_cudart12.so (its NEEDED libcudart.so.12 deleted)."""
+    cxx = compiler()
+    for name, source in _SOURCES.items():
+        (directory / f"{name}.cpp").write_text(source)
+    run = [cxx, "-shared", "-fPIC"]
+    subprocess.run(
+        [*run, "missing_c10_symbol.cpp", "-o", "missing_c10_symbol.so"], cwd=directory, check=True
+    )
+    subprocess.run(
+        [*run, "cudart12_stub.cpp", "-Wl,-soname,libcudart.so.12", "-o", "libcudart.so.12"],
+        cwd=directory,
+        check=True,
+    )
+    subprocess.run(
+        [*run, "needs_cudart12.cpp", "-L.", "-l:libcudart.so.12", "-o", "needs_cudart12.so"],
+        cwd=directory,
+        check=True,
+    )
+    (directory / "libcudart.so.12").unlink()  # the runtime the library was linked to is gone
+    return {
+        "missing_c10_symbol": directory / "missing_c10_symbol.so",
+        "needs_cudart12": directory / "needs_cudart12.so",
+    }
+
+
+def truncated(source: Path, target: Path) -> Path:
+    data = source.read_bytes()
+    target.write_bytes(data[: len(data) // 2])
+    return target
+
+
+def patched(source: Path, target: Path, offset: int, value: bytes) -> Path:
+    """A copy of a real library with its ELF header changed (class, machine)."""
+    data = bytearray(source.read_bytes())
+    data[offset : offset + len(value)] = value
+    target.write_bytes(bytes(data))
+    return target
+
+
+def installed_copy(root: Path) -> Path:
+    """A faithful copy of the loaded package, as a wheel installs it, under root/.
+
+    Works in dev mode too: the libraries built by wheelops.jit are copied in
+    under their wheel names with their build facts.
+    """
+    libs = _native.loaded()
+    assert libs is not None
+    package = root / "wheelops"
+    shutil.copytree(
+        Path(wheelops.__file__).parent,
+        package,
+        ignore=shutil.ignore_patterns("*.so", "__pycache__", "_build_info.json"),
+    )
+    cpu_library = libs.cpu
+    cuda_library = libs.cuda or _native.find_library(libs.cpu.parent, _native.CUDA_LIBRARY)
+    shutil.copy(cpu_library, package / "_ops_cpu.abi3.so")
+    if cuda_library is not None:
+        shutil.copy(cuda_library, package / "_ops_cuda.abi3.so")
+    facts = replace(
+        wheelops.build_info(),
+        dev_mode=False,
+        libraries={
+            "cpu": "_ops_cpu.abi3.so",
+            "cuda": "_ops_cuda.abi3.so" if cuda_library else None,
+        },
+    )
+    write_facts(package, facts.to_dict())
+    return package
+
+
+def read_facts(package: Path) -> dict:
+    return json.loads((package / "_build_info.json").read_text())
+
+
+def write_facts(package: Path, facts: dict) -> None:
+    (package / "_build_info.json").write_text(json.dumps(facts, indent=2))
+
+
+def run_python(
+    package: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Python with only this copy of wheelops importable, from outside any checkout."""
+    environment = {k: v for k, v in os.environ.items() if k != "WHEELOPS_SKIP_GUARD"}
+    environment["PYTHONPATH"] = str(package.parent)
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=package.parent,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -1,0 +1,254 @@
+"""The guard on real failures: broken libraries and mismatched build facts in a copy of
+the installed package, imported in a fresh process; and the doctor's report of them."""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+import pytest
+import torch
+from _native_fixtures import (
+    MISSING_C10_SYMBOL,
+    build_broken_libraries,
+    installed_copy,
+    patched,
+    read_facts,
+    run_python,
+    truncated,
+    write_facts,
+)
+
+import wheelops
+from wheelops import _native
+from wheelops._loader_errors import classify, demangle, dlopen_error
+from wheelops._variants import matrix
+
+pytestmark = pytest.mark.slow
+
+CUDA_TORCH = _native.torch_has_cuda()
+CUDA_BUILD = wheelops.build_info().cuda_version is not None
+# The library a scenario breaks: the CUDA one where it would load, else the CPU one.
+SLOT = "_ops_cuda.abi3.so" if CUDA_TORCH and CUDA_BUILD else "_ops_cpu.abi3.so"
+REINSTALL = "pip install --force-reinstall --no-deps wheelops --index-url " + matrix().index_url
+OTHER_MACHINE = (
+    (b"\xb7\x00", "aarch64") if platform.machine() == "x86_64" else (b"\x3e\x00", "x86_64")
+)
+RUN_AN_OP = "import torch, wheelops; print(wheelops.add(torch.ones(2), torch.ones(2)).tolist())"
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build_broken_libraries(tmp_path_factory.mktemp("broken"))
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    return installed_copy(tmp_path)
+
+
+def assert_refused(result, *words: str) -> None:
+    assert result.returncode == 1, (result.returncode, result.stderr[-3000:])  # not a signal
+    assert "wheelops.CompatibilityError" in result.stderr or "CompatibilityError" in result.stderr
+    message = result.stderr[result.stderr.index("CompatibilityError") :]
+    for word in words:
+        assert word in message, (word, message)
+    assert "\n  fix:   " in message, message
+
+
+def test_a_faithful_copy_imports_and_runs(package):
+    result = run_python(package, "-c", RUN_AN_OP)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_missing_mangled_c10_symbol_is_a_torch_abi_mismatch(package, broken):
+    (package / SLOT).write_bytes(broken["missing_c10_symbol"].read_bytes())
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(
+        result,
+        MISSING_C10_SYMBOL,  # demangled, not _ZN3c10...
+        f"which torch {torch.__version__} does not have",
+        f"built against torch {wheelops.build_info().torch_version}",
+        "undefined symbol: _ZN3c106detail21wheelops_test_removedEl",  # the loader's words too
+        REINSTALL,
+    )
+
+
+def test_absent_needed_cuda_runtime_is_a_cuda_major_mismatch(package, broken):
+    if dlopen_error(broken["needs_cudart12"]) is None:
+        pytest.skip("this machine has a libcudart.so.12 on the loader's path")
+    (package / SLOT).write_bytes(broken["needs_cudart12"].read_bytes())
+    result = run_python(package, "-c", "import wheelops")
+    torch_side = f"brings CUDA {torch.version.cuda}" if CUDA_TORCH else "has no CUDA runtime"
+    assert_refused(result, "needs libcudart.so.12, the CUDA 12 runtime", torch_side, REINSTALL)
+
+
+def test_truncated_library_is_refused_before_dlopen(package):
+    # dlopen of this file dies of SIGBUS; the guard must stop first.
+    truncated(package / SLOT, package / SLOT)
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(result, f"{SLOT} is truncated", REINSTALL)
+
+
+def test_library_for_another_cpu_is_named(package):
+    code, other = OTHER_MACHINE
+    patched(package / SLOT, package / SLOT, 18, code)
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(result, f"was built for {other}; this machine is {platform.machine()}")
+
+
+def test_32_bit_library_is_named(package):
+    patched(package / SLOT, package / SLOT, 4, b"\x01")
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(result, "is a 32-bit library; this Python is 64-bit", "64-bit Python")
+
+
+def test_missing_library_file(package):
+    (package / SLOT).unlink()
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(result, f"{package / SLOT.split('.')[0]}*.so does not exist", REINSTALL)
+
+
+def test_torch_below_the_build_floor_is_refused_before_load(package):
+    facts = read_facts(package)
+    write_facts(package, {**facts, "stable_abi_floor": "2.99"})
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(
+        result,
+        f"torch {torch.__version__} is older than 2.99",
+        'pip install --upgrade "torch>=2.99"',
+    )
+    # The experts' switch: no checks, the load goes ahead (and works, here).
+    result = run_python(package, "-c", RUN_AN_OP, env={"WHEELOPS_SKIP_GUARD": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_python_below_the_build_floor_is_refused(package):
+    write_facts(package, {**read_facts(package), "python_floor": "3.99"})
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(result, f"Python {platform.python_version()} is older than 3.99")
+
+
+def test_wheel_for_another_platform_is_refused(package):
+    _, other = OTHER_MACHINE
+    write_facts(package, {**read_facts(package), "platform": f"linux_{other}"})
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(result, f"built for {other}; this machine is {platform.machine()}")
+
+
+def test_cuda_major_mismatch(package):
+    if not CUDA_BUILD:
+        pytest.skip("a CPU build has no CUDA version to mismatch")
+    write_facts(package, {**read_facts(package), "cuda_version": "12.8"})
+    result = run_python(package, "-c", RUN_AN_OP)
+    if not CUDA_TORCH:  # no CUDA library loads under a CPU-only torch: nothing to refuse
+        assert result.returncode == 0, result.stderr
+        return
+    major = torch.version.cuda.split(".")[0]
+    assert_refused(
+        result,
+        f"CUDA 12 libraries cannot run on a CUDA {major} runtime",
+        f"torch {torch.__version__} brings the CUDA {torch.version.cuda} runtime",
+        REINSTALL + "/cu" + torch.version.cuda.replace(".", ""),
+    )
+
+
+def test_missing_build_facts(package):
+    (package / "_build_info.json").unlink()
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(result, "build facts cannot be read")
+
+
+def doctor(package: Path, *args: str):
+    result = run_python(package, "-m", "wheelops", *args)
+    assert result.returncode in (0, 1), result.stderr
+    return result
+
+
+def test_doctor_on_a_working_install(package):
+    text = doctor(package)
+    assert text.returncode == 0, text.stdout
+    assert "verdict:" in text.stdout and "checks" in text.stdout and "relu_scale" in text.stdout
+    report = json.loads(doctor(package, "--json").stdout)
+    assert report["verdict"] in ("ok", "degraded")
+    assert report["build"] == {**wheelops.build_info().to_dict(), **read_facts(package)}
+    assert report["runtime"]["torch_version"] == torch.__version__
+    ops = {row["op"]: row for row in report["ops"]}
+    assert set(ops) >= {"add", "relu_scale", "bias_gelu", "bias_gelu_backward"}
+    assert all(row["cpu"] for row in ops.values())
+    assert all(row["cuda"] == (CUDA_TORCH and CUDA_BUILD) for row in ops.values())
+    checks = {f["check"]: f for f in report["findings"]}
+    if not CUDA_TORCH and CUDA_BUILD:
+        assert checks["torch build"]["severity"] == "degraded"
+        assert (
+            "is CPU-only, so wheelops loads its CPU kernels only"
+            in checks["torch build"]["message"]
+        )
+    assert report["guard"]["enabled"] is True
+
+
+def test_doctor_reports_a_refusal_with_exit_status_1(package, broken):
+    (package / SLOT).write_bytes(broken["missing_c10_symbol"].read_bytes())
+    text = doctor(package)
+    assert text.returncode == 1
+    assert "CANNOT SERVE" in text.stdout and MISSING_C10_SYMBOL in text.stdout
+    assert REINSTALL in text.stdout
+    # Interpreter options before -m still make it the doctor, not a crash on import.
+    assert run_python(package, "-X", "utf8", "-m", "wheelops").returncode == 1
+    report = json.loads(doctor(package, "--json").stdout)
+    assert report["verdict"] == "fatal" and report["ops"] == []
+    assert MISSING_C10_SYMBOL in report["error"]
+    assert any(REINSTALL in fix for fix in report["fixes"])
+
+
+# The classifier on loader texts this machine cannot produce.
+@pytest.mark.parametrize(
+    ("text", "cause", "words"),
+    [
+        (
+            "/x/_ops_cpu.abi3.so: /lib64/libstdc++.so.6: version `GLIBCXX_3.4.32' not found "
+            "(required by /x/_ops_cpu.abi3.so)",
+            "libstdcxx",
+            ["GLIBCXX_3.4.32", "C++ runtime (libstdc++) is older"],
+        ),
+        (
+            "/x/_ops_cpu.abi3.so: /lib64/libc.so.6: version `GLIBC_2.34' not found "
+            "(required by /x/_ops_cpu.abi3.so)",
+            "glibc",
+            ["GLIBC_2.34", "C library (glibc) is older"],
+        ),
+        (
+            "/x/_ops_cpu.abi3.so: undefined symbol: aoti_torch_new_thing",
+            "torch-too-old",
+            ["aoti_torch_new_thing", "stable-ABI function that torch 2.10.0"],
+        ),
+        ("/x/_ops_cpu.abi3.so: invalid ELF header", "corrupt-file", ["damaged"]),
+        ("/x/_ops_cpu.abi3.so: cannot enable executable stack", "unknown", ["refused"]),
+        (
+            "libtorch_cpu.so: cannot open shared object file: No such file or directory",
+            "torch-libraries",
+            ["libtorch_cpu.so from torch"],
+        ),
+    ],
+)
+def test_classify_recorded_loader_texts(text, cause, words):
+    failure = classify(
+        Path("/x/_ops_cpu.abi3.so"),
+        text,
+        build_torch="2.14.1+cu130",
+        runtime_torch="2.10.0",
+        build_cuda="13.0",
+        runtime_cuda="13.0",
+    )
+    assert failure.cause == cause and failure.raw == text
+    for word in words:
+        assert word in failure.summary
+
+
+def test_demangle():
+    assert demangle("_ZN3c106detail21wheelops_test_removedEl") == MISSING_C10_SYMBOL
+    assert demangle("aoti_torch_empty_strided") == "aoti_torch_empty_strided"
+    assert demangle("_Znot-a-symbol") == "_Znot-a-symbol"

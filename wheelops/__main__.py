@@ -1,0 +1,22 @@
+"""`python -m wheelops`: can this install serve this machine? Exit status 1 if not."""
+
+from __future__ import annotations
+
+import argparse
+
+from wheelops import _doctor
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m wheelops",
+        description="Compare this wheelops build with this Python, torch, CUDA and GPUs; "
+        "print the fix when they do not fit. Exit status: 0 usable, 1 cannot serve.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    return _doctor.main(as_json=args.json)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
