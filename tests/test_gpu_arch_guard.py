@@ -54,14 +54,14 @@ def build_and_probe(spec: str, cache: Path) -> dict[str, str]:
     }
     env.pop("WHEELOPS_SKIP_GUARD", None)
     result = subprocess.run(
-        [sys.executable, "-c", PROBE.format(spec=spec)],
+        [sys.executable, "-X", "faulthandler", "-c", PROBE.format(spec=spec)],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         timeout=900,
     )
-    assert result.returncode == 0, result.stderr[-5000:]
+    assert result.returncode == 0, (result.stdout, result.stderr[-5000:])
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
     outcome = {key: json.loads(value) for key, value in lines.items()}
     print(f"--- TORCH_CUDA_ARCH_LIST={spec} on {torch.cuda.get_device_name(0)}")

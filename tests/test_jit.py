@@ -29,7 +29,9 @@ def _checkout_copy(tmp_path: Path) -> Path:
         pytest.skip("needs the source checkout")
     copy = tmp_path / "checkout"
     for name in ("csrc", "build_tools", "wheelops"):
-        shutil.copytree(REPO / name, copy / name, ignore=shutil.ignore_patterns("*.so", "_build_info.json"))
+        shutil.copytree(
+            REPO / name, copy / name, ignore=shutil.ignore_patterns("*.so", "_build_info.json")
+        )
     return copy
 
 

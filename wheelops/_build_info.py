@@ -11,9 +11,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wheelops._variants import variant_name
-
 BUILD_INFO_FILE = "_build_info.json"
+
+
+def variant_name(cuda_version: str | None) -> str:
+    """The variant a build of this CUDA release belongs to: "cpu", "cu130", ..."""
+    if cuda_version is None:
+        return "cpu"
+    major, minor = cuda_version.split(".")[:2]
+    return f"cu{major}{minor}"
+
+
 SCHEMA_VERSION = 1
 
 

@@ -69,14 +69,6 @@ def matrix() -> Matrix:
     )
 
 
-def variant_name(cuda_version: str | None) -> str:
-    """The variant a build of this CUDA release belongs to: "cpu", "cu130", ..."""
-    if cuda_version is None:
-        return "cpu"
-    major, minor = version_tuple(cuda_version)
-    return f"cu{major}{minor}"
-
-
 def variants_for_torch_cuda(torch_cuda: str | None) -> list[Variant]:
     """Variants whose libraries load beside this torch, best first: for a CUDA torch, the
     CUDA variants of its major and a minor not above its own (newest first)."""
