@@ -29,6 +29,10 @@ class UnsupportedGPUError(RuntimeError):
     """This wheelops build holds no kernel image that the GPU can run."""
 
 
+# Tracebacks name them as users import them: wheelops.CompatibilityError.
+CompatibilityError.__module__ = UnsupportedGPUError.__module__ = "wheelops"
+
+
 def format_findings(headline: str, findings: list[Finding]) -> str:
     lines = [headline]
     for finding in findings:
