@@ -18,7 +18,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / "wheelops"
 MATRIX_FILE = PACKAGE_DIR / "matrix.json"
 
 
-def _load_package_module(name: str) -> ModuleType:
+def load_package_module(name: str) -> ModuleType:
     path = PACKAGE_DIR / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_wheelops_build_{name}", path)
     assert spec is not None and spec.loader is not None
@@ -28,7 +28,7 @@ def _load_package_module(name: str) -> ModuleType:
     return module
 
 
-_archs = _load_package_module("_archs")
+_archs = load_package_module("_archs")
 ArchList = _archs.ArchList
 parse_arch_list = _archs.parse_arch_list
 

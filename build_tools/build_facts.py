@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sysconfig
 from pathlib import Path
 from typing import Any
 
-from build_tools.arch_list import ArchList
+from build_tools.arch_list import ArchList, load_package_module
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.flags import PYTHON_FLOOR, STABLE_ABI_FLOOR
 
@@ -40,11 +39,7 @@ def git_commit() -> str:
 
 
 def wheelops_version() -> str:
-    spec = importlib.util.spec_from_file_location("_v", ROOT / "wheelops" / "_version.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.__version__
+    return load_package_module("_version").__version__
 
 
 def collect(

@@ -16,8 +16,7 @@ from wheelops._runtime_facts import cuda_driver_version, glibc_version, visible_
 from wheelops._version import __version__
 
 
-def _driver_finding(torch_cuda: str) -> Finding:
-    driver = cuda_driver_version()
+def _driver_finding(torch_cuda: str, driver: str | None) -> Finding:
     needed = _variants.version_tuple(torch_cuda)[0]
     if driver is None:
         return Finding(
@@ -77,9 +76,9 @@ def collect() -> dict[str, Any]:
     else:
         build = load.build
         findings += load.findings
-    if runtime.torch_kind == "cuda":
-        assert runtime.torch_cuda is not None
-        findings.append(_driver_finding(runtime.torch_cuda))
+    driver = cuda_driver_version() if runtime.torch_kind == "cuda" else None
+    if runtime.torch_cuda is not None and runtime.torch_kind == "cuda":
+        findings.append(_driver_finding(runtime.torch_cuda, driver))
     gpus = []
     for gpu in visible_gpus():
         entry: dict[str, Any] = {
@@ -106,7 +105,7 @@ def collect() -> dict[str, Any]:
         "runtime": {
             **runtime.to_dict(),
             "glibc": glibc_version(),
-            "cuda_driver": cuda_driver_version() if runtime.torch_kind == "cuda" else None,
+            "cuda_driver": driver,
         },
         "findings": [f.to_dict() for f in findings],
         "gpus": gpus,

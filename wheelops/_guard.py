@@ -71,28 +71,19 @@ def check_device(op: str, index: int) -> None:
 def _decide(index: int) -> None:
     from wheelops import _native
     from wheelops._build_info import build_info
-    from wheelops._runtime_facts import Gpu
+    from wheelops._runtime_facts import gpu
 
     if not enabled():
         _covered_devices.add(index)
         return
-    import torch
-
     try:
-        gpu = Gpu(index, torch.cuda.get_device_name(index), torch.cuda.get_device_capability(index))
+        device = gpu(index)
     except (RuntimeError, AssertionError):
         return  # no such GPU in this process (fake tensors): a real launch would say so
-    finding = gpu_finding(build_info(), _native.runtime_facts(), gpu)
+    finding = gpu_finding(build_info(), _native.runtime_facts(), device)
     if finding.severity is Severity.OK:
         _covered_devices.add(index)
     else:
         _refusals[index] = format_findings(
             f"no kernel for cuda:{index} in this wheelops build.", [finding]
         )
-
-
-def forget_devices() -> None:
-    """Decide again at the next call (tests; a changed WHEELOPS_SKIP_GUARD)."""
-    with _lock:
-        _covered_devices.clear()
-        _refusals.clear()

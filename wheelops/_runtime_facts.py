@@ -11,7 +11,6 @@ import ctypes
 import importlib.util
 import os
 import platform
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -86,16 +85,20 @@ class Gpu:
         return f"{self.capability[0]}.{self.capability[1]}"
 
 
+def gpu(index: int) -> Gpu:
+    """One GPU's facts (initialises CUDA; never called at import)."""
+    import torch
+
+    return Gpu(index, torch.cuda.get_device_name(index), torch.cuda.get_device_capability(index))
+
+
 def visible_gpus() -> list[Gpu]:
     """The GPUs torch sees (initialises CUDA; never called at import)."""
     import torch
 
     if torch.version.cuda is None or not torch.cuda.is_available():
         return []
-    return [
-        Gpu(i, torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i))
-        for i in range(torch.cuda.device_count())
-    ]
+    return [gpu(i) for i in range(torch.cuda.device_count())]
 
 
 def cuda_driver_version() -> str | None:
@@ -115,7 +118,3 @@ def glibc_version() -> str | None:
         return os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
     except (ValueError, OSError):
         return None
-
-
-def python_description() -> str:
-    return f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
