@@ -1,4 +1,4 @@
-"""torch.nn.Module wrappers of the wheelops ops."""
+"""wheelops.nn.BiasGELU: the learnable bias + GELU of a Linear layer, fused."""
 
 from __future__ import annotations
 
