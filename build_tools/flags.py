@@ -8,15 +8,24 @@ PYTHON_FLOOR = "3.10"
 PY_LIMITED_API = "cp310"
 
 _COMMON = ["-O3", "-std=c++17", f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"]
+# Keeps the libraries on glibc 2.28 symbols wherever they are built (see the header).
+_GLIBC_COMPAT = ["-include", "wheelops/glibc_compat.h"]
 
 
 def cxx_flags() -> list[str]:
-    return [*_COMMON, "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wall"]
+    return [*_COMMON, *_GLIBC_COMPAT, "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wall"]
 
 
 def nvcc_flags() -> list[str]:
     # USE_CUDA exposes the CUDA part of torch's C shim (the current-stream call).
-    return [*_COMMON, "-DUSE_CUDA", "-Xcompiler", "-fvisibility=hidden", "-lineinfo"]
+    return [
+        *_COMMON,
+        *_GLIBC_COMPAT,
+        "-DUSE_CUDA",
+        "-Xcompiler",
+        "-fvisibility=hidden",
+        "-lineinfo",
+    ]
 
 
 def link_flags() -> list[str]:
