@@ -9,12 +9,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from build_tools.flags import PY_LIMITED_API
 from build_tools.plan import plan_build
+from build_tools.version import wheel_version
 
 plan = plan_build()
 
 from build_tools.extensions import build_ext_command, extensions  # noqa: E402
 
 setup(
+    version=wheel_version(),
     ext_modules=extensions(plan),
     cmdclass={"build_ext": build_ext_command(plan)},
     options={"bdist_wheel": {"py_limited_api": PY_LIMITED_API}},

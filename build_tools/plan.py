@@ -1,5 +1,8 @@
 """Decide what to build: the CPU library always; the CUDA library when torch is a CUDA build.
 
+WHEELOPS_VARIANT (a variant of wheelops/matrix.json, set by the nox build and
+cibuildwheel) decides it: cpu builds the CPU library only; a CUDA variant
+requires a build torch and toolkit of exactly its CUDA version. Without it,
 WHEELOPS_CUDA=auto (default) builds CUDA kernels exactly when the build torch
 is a CUDA build, and then requires the matched toolkit; =1 requires CUDA;
 =0 builds the CPU library only.
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from build_tools import matrix
 from build_tools.arch_list import ArchList, arch_list_for
 from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, find_toolkit
 
@@ -28,6 +32,15 @@ def plan_build() -> BuildPlan:
     if mode not in ("auto", "0", "1"):
         raise SystemExit(f"WHEELOPS_CUDA must be auto, 0 or 1 (got {mode!r})")
     torch_cuda = torch.version.cuda if getattr(torch.version, "hip", None) is None else None
+    variant = _requested_variant()
+    if variant is not None:
+        if variant.cuda and (torch_cuda or "").split(".")[:2] != variant.cuda.split("."):
+            raise SystemExit(
+                f"WHEELOPS_VARIANT={variant.name} builds with CUDA {variant.cuda}, but the build "
+                f"torch {torch.__version__} is built for CUDA {torch_cuda}: prepare the "
+                f"environment with `python -m build_tools.build_env {variant.name}`"
+            )
+        mode = "1" if variant.cuda else "0"
     if mode == "0" or (mode == "auto" and torch_cuda is None):
         return BuildPlan(torch.__version__, None, None)
     if torch_cuda is None:
@@ -42,6 +55,11 @@ def plan_build() -> BuildPlan:
             f"wheelops build: {err}\n(or set WHEELOPS_CUDA=0 for a CPU-only build)"
         ) from err
     return BuildPlan(torch.__version__, toolkit, archs)
+
+
+def _requested_variant() -> matrix.Variant | None:
+    name = os.environ.get("WHEELOPS_VARIANT", "").strip()
+    return matrix.load().variant(name) if name else None
 
 
 def prepare_cuda_build(

@@ -1,0 +1,105 @@
+"""Prepare the running Python to build a variant: its build torch and its exact CUDA toolkit.
+
+    python -m build_tools.build_env cu130     # nox -s build, and cibuildwheel's before-build
+
+cpu:      the CPU-only build torch (the CPU library builds against any torch >= the
+          floor, and the CPU build is a fraction of the CUDA one's download).
+pypi:     (CUDA 13) the build torch from the default registry, checked to be built
+          for the variant's CUDA, and `cuda-toolkit[...]` pinned to the matrix's
+          release, which must equal torch's own pin.
+image:    (CUDA 12) only inside the variant's Docker image, whose toolkit is in
+          CUDA_HOME; the torch for that CUDA comes from PyTorch's index. Anywhere
+          else: refuse, and say how to run the build in the image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from build_tools import matrix as build_matrix
+from build_tools import torch_install
+
+TOOLKIT_COMPONENTS = "nvcc,cudart,crt,nvvm,cccl"
+BUILD_REQUIREMENTS = ["setuptools>=77", "wheel", "ninja", "packaging"]
+IMAGE_VARIANT_ENV = "WHEELOPS_IMAGE_VARIANT"  # set by docker/Dockerfile
+
+
+def _pip(*args: str) -> None:
+    print("+ pip install", " ".join(args), flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", *args], check=True)
+
+
+def _torch_facts() -> tuple[str, str | None, str | None]:
+    """(version, CUDA version, the cuda-toolkit release torch pins), in a fresh process."""
+    code = (
+        "import importlib.metadata as m, json, re, torch\n"
+        "pin = next((re.split('==', r)[1].split(';')[0].strip() for r in m.requires('torch') or []"
+        " if r.startswith('cuda-toolkit') and '==' in r), None)\n"
+        "print(json.dumps([torch.__version__, torch.version.cuda, pin]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))  # type: ignore[return-value]
+
+
+def refusal(variant: build_matrix.Variant, matrix: build_matrix.Matrix) -> str:
+    image = matrix.image(variant.name, build_matrix.this_platform())
+    return (
+        f"{variant.name} needs the CUDA {variant.toolkit} toolkit, which comes only from its "
+        "build image (the PyPI CUDA 12 wheels carry no nvcc driver). Build there:\n"
+        f"  docker build -f docker/Dockerfile $(python -m build_tools.matrix docker-args "
+        f"{variant.name}) -t {image} .\n"
+        f"  docker run --rm -v $PWD:/src -w /src {image} nox -s build -- {variant.name}"
+    )
+
+
+def prepare(name: str) -> None:
+    matrix = build_matrix.load()
+    variant = matrix.variant(name)
+    if variant.toolkit_source == "image" and os.environ.get(IMAGE_VARIANT_ENV) != variant.name:
+        raise SystemExit(refusal(variant, matrix))
+    _pip(*BUILD_REQUIREMENTS)
+    plan = torch_install.plan(variant.name, variant.build_torch, matrix.torch_index_url)
+    if variant.toolkit_source == "pypi":
+        # The default registry's torch is CUDA 13 (its PyPI default); checked below.
+        plan = torch_install.TorchInstall(f"torch=={variant.build_torch}", None, variant.name)
+    _pip(*plan.pip_args())
+    version, cuda, pin = _torch_facts()
+    problem = torch_install.verify(plan, version, cuda)
+    if problem:
+        raise SystemExit(f"build torch for {variant.name}: {problem}")
+    if variant.toolkit_source == "pypi":
+        from packaging.version import Version  # installed above, with the build requirements
+
+        if pin is not None and Version(pin) != Version(variant.toolkit or "0"):
+            raise SystemExit(
+                f"torch {version} pins cuda-toolkit {pin}, the matrix says {variant.name} "
+                f"uses {variant.toolkit}: make them agree in wheelops/matrix.json"
+            )
+        _pip(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={variant.toolkit}")
+    print(
+        f"build environment for {variant.name}: torch {version} (CUDA {cuda}), toolkit "
+        f"{variant.toolkit} from {variant.toolkit_source}; setuptools "
+        f"{importlib.metadata.version('setuptools')}",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m build_tools.build_env", description=__doc__)
+    parser.add_argument("variant", nargs="?", default=os.environ.get("WHEELOPS_VARIANT"))
+    args = parser.parse_args(argv)
+    if not args.variant:
+        parser.error("name a variant (or set WHEELOPS_VARIANT)")
+    prepare(args.variant)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""The build matrix (wheelops/matrix.json) for nox, the Docker images and GitHub Actions.
+
+    python -m build_tools.matrix github        # build= / test= lines for $GITHUB_OUTPUT
+    python -m build_tools.matrix docker-args cu126 x86_64
+    python -m build_tools.matrix image cu126 x86_64
+
+Nothing else lists variants, toolkits, images or torch versions: nox reads this
+module, the Dockerfile takes its build arguments from `docker-args`, and the
+workflows take their job matrices from `github` through fromJSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+MATRIX_FILE = Path(__file__).resolve().parent.parent / "wheelops" / "matrix.json"
+# GitHub-hosted runners per platform (aarch64 natively, not under emulation).
+RUNNERS = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+# The CPU test jobs run on x86_64; a self-hosted runner with this label runs the GPU job.
+GPU_RUNNER_LABEL = "gpu-h100"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    cuda: str | None
+    toolkit: str | None  # the exact CUDA toolkit release the variant is built with
+    toolkit_source: str | None  # "pypi" (toolkit wheels) or "image" (the Docker image's)
+    arch_list: str | None
+    host_compiler: str  # the manylinux gcc-toolset the image compiles with
+    build_torch: str
+    torch: tuple[str, ...]  # torch releases the wheel is tested against
+    smoke_torch: str  # the one torch a quick run tests against
+    platforms: tuple[str, ...]
+
+    @property
+    def cuda_package_suffix(self) -> str:
+        """ "12-6" for the RPM names of NVIDIA's repository (cuda-minimal-build-12-6)."""
+        return self.cuda.replace(".", "-") if self.cuda else ""
+
+
+@dataclass(frozen=True)
+class Matrix:
+    default_variant: str
+    manylinux: str
+    python: str
+    image_repository: str
+    torch_index_url: str
+    variants: dict[str, Variant]
+
+    def variant(self, name: str) -> Variant:
+        if name not in self.variants:
+            raise SystemExit(f"unknown variant {name!r}: the matrix has {', '.join(self.variants)}")
+        return self.variants[name]
+
+    def image(self, variant: str, arch: str) -> str:
+        return f"{self.image_repository}:{variant}-{arch}"
+
+    def manylinux_tag(self, arch: str) -> str:
+        return f"{self.manylinux}_{arch}"
+
+    def base_image(self, arch: str) -> str:
+        return f"quay.io/pypa/{self.manylinux}_{arch}"
+
+
+def load(path: Path = MATRIX_FILE) -> Matrix:
+    data = json.loads(path.read_text())
+    variants = {
+        name: Variant(
+            name=name,
+            cuda=spec["cuda"],
+            toolkit=spec["toolkit"],
+            toolkit_source=spec["toolkit_source"],
+            arch_list=spec["arch_list"],
+            host_compiler=spec["host_compiler"],
+            build_torch=spec["build_torch"],
+            torch=tuple(spec["torch"]),
+            smoke_torch=spec["smoke_torch"],
+            platforms=tuple(spec["platforms"]),
+        )
+        for name, spec in data["variants"].items()
+    }
+    return Matrix(
+        default_variant=data["default_variant"],
+        manylinux=data["manylinux"],
+        python=data["python"],
+        image_repository=data["image_repository"],
+        torch_index_url=data["torch_index_url"].rstrip("/"),
+        variants=variants,
+    )
+
+
+def this_platform() -> str:
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def docker_build_args(matrix: Matrix, variant: str, arch: str) -> dict[str, str]:
+    v = matrix.variant(variant)
+    return {
+        "BASE_IMAGE": matrix.base_image(arch),
+        "VARIANT": v.name,
+        "CUDA_VERSION": v.cuda or "",
+        "CUDA_TOOLKIT": v.toolkit if v.toolkit_source == "image" else "",
+        "CUDA_PACKAGE_SUFFIX": v.cuda_package_suffix if v.toolkit_source == "image" else "",
+        "GCC_TOOLSET": v.host_compiler.removeprefix("gcc-toolset-"),
+        "PYTHON_TAG": "cp{0}-cp{0}".format(matrix.python.replace(".", "")),
+    }
+
+
+def test_cells(matrix: Matrix) -> list[tuple[str, str]]:
+    """(variant, torch) pairs whose wheel is tested on CPU: each variant under each of its
+    torch releases, and each CUDA variant under a CPU-only torch ("X.Y.Z+cpu"), where it
+    must load its CPU library alone and work."""
+    cells = [(v.name, t) for v in matrix.variants.values() for t in v.torch]
+    cpu_torch = f"{matrix.variant('cpu').smoke_torch}+cpu"
+    cells += [(v.name, cpu_torch) for v in matrix.variants.values() if v.cuda]
+    return cells
+
+
+def github_matrices(matrix: Matrix) -> dict[str, list[dict[str, str]]]:
+    """Job matrices for wheels.yml: one build per variant x platform, one CPU test per
+    test cell (on x86_64), one GPU test per CUDA variant."""
+    build = [
+        {
+            "variant": v.name,
+            "platform": arch,
+            "runner": RUNNERS[arch],
+            "image": matrix.image(v.name, arch),
+        }
+        for v in matrix.variants.values()
+        for arch in v.platforms
+    ]
+    test = [{"variant": variant, "torch": torch} for variant, torch in test_cells(matrix)]
+    gpu = [
+        {"variant": v.name, "torch": v.smoke_torch, "runner": GPU_RUNNER_LABEL}
+        for v in matrix.variants.values()
+        if v.cuda
+    ]
+    return {"build": build, "test": test, "gpu": gpu}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m build_tools.matrix", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("github", help="job matrices as name=<json> lines for $GITHUB_OUTPUT")
+    for name in ("docker-args", "image"):
+        p = sub.add_parser(name)
+        p.add_argument("variant")
+        p.add_argument("platform", nargs="?", default=this_platform())
+    args = parser.parse_args(argv)
+    matrix = load()
+    if args.command == "github":
+        for name, rows in github_matrices(matrix).items():
+            print(f"{name}={json.dumps({'include': rows}, separators=(',', ':'))}")
+    elif args.command == "docker-args":
+        for key, value in docker_build_args(matrix, args.variant, args.platform).items():
+            print(f"--build-arg={key}={value}")
+    else:
+        print(matrix.image(args.variant, args.platform))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Which torch to install for a test cell, from where, and a check that it is the one wanted.
+
+A cell is (variant, torch): torch "2.14.1" means the 2.14.1 build for the
+variant itself (from PyTorch's index <torch_index>/<variant>), "2.13.0+cpu" the
+CPU-only build of 2.13.0 (a CUDA wheel must still serve such a torch, on CPU).
+Where PyTorch's index cannot be reached (as on a machine that sees only PyPI),
+the default registry's build is taken, and `verify` decides whether it serves
+the cell: the PyPI torch is a CUDA build (13.0 for torch 2.11 to 2.14), so a
+cu130 cell can run there while a cu126 cell cannot.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from functools import cache
+from urllib.parse import urlparse
+
+INDEX_OVERRIDE = "WHEELOPS_TORCH_INDEX_URL"
+
+
+@dataclass(frozen=True)
+class TorchInstall:
+    requirement: str  # "torch==2.13.0+cpu"
+    index_url: str | None  # None: the default registry (pip's own configuration)
+    build: str  # "cpu" or the variant ("cu130") the torch must serve
+
+    def pip_args(self) -> list[str]:
+        return [self.requirement, *(["--index-url", self.index_url] if self.index_url else [])]
+
+
+@cache
+def reachable(url: str, timeout: float = 3.0) -> bool:
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def plan(variant: str, torch: str, torch_index_url: str) -> TorchInstall:
+    version, _, label = torch.partition("+")
+    build = label or variant
+    index_root = os.environ.get(INDEX_OVERRIDE, torch_index_url).rstrip("/")
+    if reachable(index_root):
+        return TorchInstall(f"torch=={version}", f"{index_root}/{build}", build)
+    # PyPI names CPU builds only by their label; its CUDA builds carry none.
+    requirement = f"torch=={version}+cpu" if build == "cpu" else f"torch=={version}"
+    return TorchInstall(requirement, None, build)
+
+
+def verify(install: TorchInstall, version: str, cuda: str | None) -> str | None:
+    """None if the installed torch (its __version__ and version.cuda) serves the cell,
+    else why not."""
+    wanted = install.requirement.split("==")[1].split("+")[0]
+    if version.split("+")[0] != wanted:
+        return f"wanted torch {wanted}, got {version}"
+    if install.build == "cpu":
+        if cuda is None:
+            return None
+        return f"wanted a CPU-only torch, got torch {version} built for CUDA {cuda}"
+    want_major, want_minor = _cuda_of(install.build)
+    if cuda is None:
+        return f"wanted a torch for {install.build}, got the CPU-only torch {version}"
+    major, minor = (int(p) for p in cuda.split(".")[:2])
+    if major != want_major or minor < want_minor:
+        return (
+            f"wanted a torch for CUDA {want_major}.{want_minor} ({install.build}), got torch "
+            f"{version} built for CUDA {cuda}; reach PyTorch's index or set {INDEX_OVERRIDE} "
+            "to a mirror of it"
+        )
+    return None
+
+
+def _cuda_of(variant: str) -> tuple[int, int]:
+    digits = variant.removeprefix("cu")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def install(variant: str, torch: str) -> str:
+    """Install the cell's torch into the running Python; returns its version, or exits
+    saying why the torch that came is not the one the cell needs."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from build_tools import matrix as build_matrix
+
+    matrix = build_matrix.load()
+    if torch == "smoke":
+        torch = matrix.variant(variant).smoke_torch
+    chosen = plan(variant, torch, matrix.torch_index_url)
+    where = chosen.index_url or "the default registry (PyTorch's index is not reachable)"
+    print(f"torch for {variant}/{torch}: {chosen.requirement} from {where}", flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", *chosen.pip_args()], check=True)
+    code = "import json, torch; print(json.dumps([torch.__version__, torch.version.cuda]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    version, cuda = json.loads(out.stdout.strip().splitlines()[-1])
+    problem = verify(chosen, version, cuda)
+    if problem:
+        raise SystemExit(f"torch for {variant}/{torch}: {problem}")
+    print(f"torch {version} (CUDA {cuda}) serves {variant}/{torch}", flush=True)
+    return version
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python build_tools/torch_install.py", description=__doc__
+    )
+    parser.add_argument("variant")
+    parser.add_argument("torch", help='a version, "X.Y.Z+cpu" for the CPU-only build, or "smoke"')
+    arguments = parser.parse_args()
+    install(arguments.variant, arguments.torch)
