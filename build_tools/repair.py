@@ -1,0 +1,101 @@
+"""Repair a built wheel to manylinux and check it: the one repair step of nox and cibuildwheel.
+
+    python -m build_tools.repair dist/cu130/wheelops-*.whl dist/repaired/cu130
+
+auditwheel retags the wheel for the matrix's manylinux policy without vendoring
+anything: torch's libraries and the CUDA runtime come from the user's torch, so
+bundling a second copy would load two of each. Then `auditwheel show` must
+confirm the tag, `abi3audit --strict` that the libraries keep to the stable
+Python ABI of cp310-abi3, and `check-wheel-contents` that the layout is sound.
+Needs build_tools/repair-requirements.txt installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from build_tools import matrix as build_matrix
+
+# Provided at run time by torch (and the CUDA runtime it depends on): never vendored.
+EXCLUDED_LIBRARIES = (
+    "libtorch*.so*",
+    "libc10*.so*",
+    "libshm*.so*",
+    "libcudart.so*",
+    "libcuda.so*",
+    "libnvrtc*.so*",
+    "libcublas*.so*",
+)
+
+
+def _run(*args: str) -> str:
+    print("+", " ".join(args), flush=True)
+    done = subprocess.run(args, capture_output=True, text=True)
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise SystemExit(f"{args[0]} {args[1] if len(args) > 1 else ''} failed:\n{output}")
+    print(output.strip(), flush=True)
+    return output
+
+
+def repair(wheel: Path, dest: Path, plat: str) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        excludes = [f"--exclude={pattern}" for pattern in EXCLUDED_LIBRARIES]
+        _run(sys.executable, "-m", "auditwheel", "repair", f"--plat={plat}", *excludes,
+             f"--wheel-dir={scratch}", str(wheel))  # fmt: skip
+        (repaired,) = Path(scratch).glob("*.whl")
+        target = dest / repaired.name
+        target.unlink(missing_ok=True)
+        repaired.replace(target)
+    check(target, plat)
+    return target
+
+
+def check(wheel: Path, plat: str) -> None:
+    show = _run(sys.executable, "-m", "auditwheel", "show", str(wheel))
+    # The glibc the libraries' versioned symbols need must be within the policy's.
+    wanted = _glibc_of(plat)
+    needed = [_glibc_of(tag) for tag in re.findall(r'"(manylinux_\d+_\d+_\w+)"', show)]
+    if plat not in wheel.name or not needed or max(needed) > wanted:
+        raise SystemExit(f"auditwheel show does not confirm {plat} for {wheel.name}:\n{show}")
+    vendored = re.search(r"\.libs/|wheelops\.libs", "\n".join(_wheel_names(wheel)))
+    if vendored:
+        raise SystemExit(f"{wheel.name} vendors shared libraries; it must not:\n{show}")
+    _run(sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel))
+    _run(sys.executable, "-m", "check_wheel_contents", str(wheel))
+    print(f"repaired and checked: {wheel}", flush=True)
+
+
+def _glibc_of(tag: str) -> tuple[int, int]:
+    major, minor = re.match(r"manylinux_(\d+)_(\d+)_", tag).groups()  # type: ignore[union-attr]
+    return int(major), int(minor)
+
+
+def _wheel_names(wheel: Path) -> list[str]:
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m build_tools.repair", description=__doc__)
+    parser.add_argument("wheel", type=Path)
+    parser.add_argument("dest", type=Path)
+    arch = platform.machine()
+    parser.add_argument("--plat", default=build_matrix.load().manylinux_tag(arch))
+    args = parser.parse_args(argv)
+    repair(args.wheel, args.dest, args.plat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
