@@ -1,0 +1,240 @@
+"""The distribution tools: the PEP 503 index, the PyPI relabel, torch selection per test
+cell, the version label, the refusal of CUDA 12 builds outside their image, and the
+glibc floor of the built libraries."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import html.parser
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if not (REPO / "build_tools").is_dir():
+    pytest.skip("needs the source checkout", allow_module_level=True)
+sys.path.insert(0, str(REPO))
+
+from build_tools import build_env, index, relabel, torch_install, version  # noqa: E402
+from build_tools import matrix as build_matrix  # noqa: E402
+from build_tools.wheel_files import parse  # noqa: E402
+
+TAGS = "cp310-abi3-manylinux_2_28_x86_64"
+
+
+def make_wheel(folder: Path, wheel_version: str) -> Path:
+    """A small but valid wheel of wheelops at `wheel_version`."""
+    info = f"wheelops-{wheel_version}.dist-info"
+    files = {
+        "wheelops/__init__.py": b"VALUE = 42\n",
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: wheelops\nVersion: {wheel_version}\n"
+            "Requires-Python: >=3.10\n\n"
+        ).encode(),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAGS}\n".encode(),
+    }
+    path = folder / f"wheelops-{wheel_version}-{TAGS}.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        records = []
+        for name, data in files.items():
+            archive.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            records.append(f"{name},sha256={digest.decode()},{len(data)}")
+        archive.writestr(f"{info}/RECORD", "\n".join([*records, f"{info}/RECORD,,"]) + "\n")
+    return path
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.anchors.append(dict(attrs))
+
+
+def _anchors(page: Path) -> list[dict[str, str | None]]:
+    parser = _Links()
+    parser.feed(page.read_text())
+    return parser.anchors
+
+
+def test_index_is_laid_out_like_pytorchs(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    cu130 = make_wheel(wheels, "0.1.0+cu130")
+    make_wheel(wheels, "0.1.0+cpu")
+    listing = index.generate(index.collect([wheels]), tmp_path / "site")
+    assert listing == {"cpu": [f"wheelops-0.1.0+cpu-{TAGS}.whl"], "cu130": [cu130.name]}
+    root = tmp_path / "site" / "whl"
+    assert [a["href"] for a in _anchors(root / "index.html")] == ["cpu/", "cu130/"]
+    assert [a["href"] for a in _anchors(root / "cu130" / "index.html")] == ["wheelops/"]
+    (link,) = _anchors(root / "cu130" / "wheelops" / "index.html")
+    sha = hashlib.sha256(cu130.read_bytes()).hexdigest()
+    assert link["href"] == f"{cu130.name}#sha256={sha}"
+    assert link["data-requires-python"] == ">=3.10"  # the page escapes it as &gt;=3.10
+    assert "&gt;=3.10" in (root / "cu130" / "wheelops" / "index.html").read_text()
+    metadata = root / "cu130" / "wheelops" / f"{cu130.name}.metadata"
+    meta_sha = hashlib.sha256(metadata.read_bytes()).hexdigest()
+    assert link["data-core-metadata"] == f"sha256={meta_sha}"
+    assert (root / "cu130" / "wheelops" / cu130.name).read_bytes() == cu130.read_bytes()
+
+
+def test_index_refuses_wheels_without_a_variant_label(tmp_path):
+    make_wheel(tmp_path, "0.1.0")
+    with pytest.raises(SystemExit, match="no variant label"):
+        index.collect([tmp_path])
+
+
+@contextlib.contextmanager
+def _served(directory: Path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=directory,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            subprocess.run(["sleep", "0.1"], check=True)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.skipif(shutil.which("sleep") is None, reason="needs coreutils")
+def test_pip_resolves_from_the_served_index(tmp_path):
+    """pip itself, against the index on loopback: PEP 503 pages, hashes, metadata."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "0.1.0+cu130")
+    make_wheel(wheels, "0.1.0+cpu")
+    index.generate(index.collect([wheels]), tmp_path / "site")
+    with _served(tmp_path / "site") as url:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps",
+             "--only-binary=:all:", "--platform=manylinux_2_28_x86_64",
+             "--python-version=3.10", "--index-url", f"{url}/whl/cu130",
+             "-d", str(tmp_path / "got"), "wheelops"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [p.name for p in (tmp_path / "got").iterdir()] == [f"wheelops-0.1.0+cu130-{TAGS}.whl"]
+
+
+def test_relabel_keeps_the_binary_and_fixes_the_metadata(tmp_path):
+    source = make_wheel(tmp_path, "0.1.0+cu130")
+    target = relabel.strip_label(source, tmp_path / "pypi")
+    assert target.name == f"wheelops-0.1.0-{TAGS}.whl"
+    wheel = parse(target)
+    assert wheel.version == "0.1.0" and b"\nVersion: 0.1.0\n" in wheel.metadata_bytes()
+    with zipfile.ZipFile(target) as archive, zipfile.ZipFile(source) as original:
+        assert archive.read("wheelops/__init__.py") == original.read("wheelops/__init__.py")
+        names = set(archive.namelist())
+        assert not any("+cu130" in n for n in names)
+        for line in archive.read("wheelops-0.1.0.dist-info/RECORD").decode().splitlines():
+            name, digest, size = line.split(",")
+            if name.endswith("RECORD"):
+                continue
+            data = archive.read(name)
+            expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            assert digest == f"sha256={expected.decode()}" and int(size) == len(data)
+
+
+def test_relabel_refuses_a_wheel_without_a_label(tmp_path):
+    with pytest.raises(SystemExit, match="no local version label"):
+        relabel.strip_label(make_wheel(tmp_path, "0.1.0"), tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("variant", "torch", "reachable", "requirement", "index_url", "build"),
+    [
+        ("cu130", "2.14.1", True, "torch==2.14.1", "https://x.org/whl/cu130", "cu130"),
+        ("cu130", "2.13.0+cpu", True, "torch==2.13.0", "https://x.org/whl/cpu", "cpu"),
+        ("cpu", "2.13.0", True, "torch==2.13.0", "https://x.org/whl/cpu", "cpu"),
+        # Without PyTorch's index: PyPI names CPU builds by label, CUDA builds by nothing.
+        ("cpu", "2.13.0", False, "torch==2.13.0+cpu", None, "cpu"),
+        ("cu130", "2.14.1", False, "torch==2.14.1", None, "cu130"),
+    ],
+)
+def test_torch_install_plan(monkeypatch, variant, torch, reachable, requirement, index_url, build):
+    monkeypatch.setattr(torch_install, "reachable", lambda url: reachable)
+    plan = torch_install.plan(variant, torch, "https://x.org/whl")
+    assert (plan.requirement, plan.index_url, plan.build) == (requirement, index_url, build)
+
+
+@pytest.mark.parametrize(
+    ("build", "requirement", "found", "problem"),
+    [
+        ("cu130", "torch==2.14.1", ("2.14.1+cu130", "13.0"), None),
+        ("cu130", "torch==2.15.0", ("2.15.0", "13.2"), None),  # a newer 13.x runtime serves
+        ("cu130", "torch==2.10.0", ("2.10.0", "12.8"), "CUDA 13.0 \\(cu130\\), got torch"),
+        ("cu130", "torch==2.13.0+cpu", ("2.13.0+cpu", None), "got the CPU-only torch"),
+        ("cpu", "torch==2.13.0+cpu", ("2.13.0+cpu", None), None),
+        ("cpu", "torch==2.13.0", ("2.13.0", "13.0"), "wanted a CPU-only torch"),
+        ("cpu", "torch==2.13.0", ("2.14.1+cpu", None), "wanted torch 2.13.0, got 2.14.1"),
+    ],
+)
+def test_torch_install_verify(build, requirement, found, problem):
+    result = torch_install.verify(torch_install.TorchInstall(requirement, None, build), *found)
+    if problem is None:
+        assert result is None
+    else:
+        assert re.search(problem, result or "")
+
+
+def test_version_label_is_the_variant(monkeypatch):
+    monkeypatch.delenv("WHEELOPS_VARIANT", raising=False)
+    base = version.base_version()
+    assert version.wheel_version() == base
+    monkeypatch.setenv("WHEELOPS_VARIANT", "cu130")
+    assert version.wheel_version() == f"{base}+cu130"
+    monkeypatch.setenv("WHEELOPS_VARIANT", "cu 130!")
+    with pytest.raises(SystemExit, match="not a variant name"):
+        version.wheel_version()
+
+
+def test_cuda_12_builds_are_refused_outside_their_image(monkeypatch):
+    monkeypatch.delenv(build_env.IMAGE_VARIANT_ENV, raising=False)
+    monkeypatch.setattr(build_env, "_pip", lambda *a: pytest.fail("must refuse before pip"))
+    image = build_matrix.load().image("cu126", build_matrix.this_platform())
+    with pytest.raises(SystemExit) as refused:
+        build_env.prepare("cu126")
+    message = str(refused.value)
+    assert "CUDA 12.6.3 toolkit, which comes only from its build image" in message
+    assert f"docker run --rm -v $PWD:/src -w /src {image} nox -s build -- cu126" in message
+    with pytest.raises(SystemExit, match="unknown variant 'cu999': the matrix has cpu, cu126"):
+        build_env.prepare("cu999")
+
+
+def test_built_libraries_need_nothing_newer_than_glibc_2_28():
+    """The manylinux_2_28 promise, on the libraries actually loaded (see glibc_compat.h)."""
+    from wheelops import _native
+
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump (binutils) is not installed")
+    libs = _native.loaded()
+    assert libs is not None
+    for library in filter(None, (libs.cpu, libs.cuda)):
+        symbols = subprocess.run(
+            [objdump, "-T", str(library)], capture_output=True, text=True, check=True
+        ).stdout
+        versions = {tuple(map(int, v)) for v in re.findall(r"GLIBC_(\d+)\.(\d+)", symbols)}
+        assert max(versions) <= (2, 28), f"{library.name} needs glibc {max(versions)}"
+        assert "__libc_single_threaded" not in re.findall(r"\*UND\*.*", symbols).__str__()

@@ -1,0 +1,124 @@
+"""wheelops/matrix.json is the one source of truth: nox, the Dockerfile, cibuildwheel, the
+workflows and the README must agree with it (these tests read them as text)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if not (REPO / "build_tools").is_dir():
+    pytest.skip("needs the source checkout", allow_module_level=True)
+sys.path.insert(0, str(REPO))
+
+from build_tools import matrix as build_matrix  # noqa: E402
+from build_tools import readme  # noqa: E402
+from build_tools.arch_list import parse_arch_list  # noqa: E402
+
+MATRIX = build_matrix.load()
+WORKFLOWS = REPO / ".github" / "workflows"
+# A torch or CUDA toolkit release written out by hand: "2.14.1", torch==2.14.1, ...
+VERSION_LITERAL = re.compile(
+    r"(?:torch|toolkit\S*|cuda\S*)\s*==\s*\d|[\"'](?:2\.1\d\.\d+|1[23]\.\d\.\d+)[\"']"
+)
+
+
+def test_variants_are_consistent():
+    assert MATRIX.default_variant in MATRIX.variants
+    for v in MATRIX.variants.values():
+        assert v.smoke_torch in v.torch and v.torch == tuple(sorted(v.torch, key=_release))
+        assert set(v.platforms) <= set(build_matrix.RUNNERS)
+        assert _release(v.build_torch) >= (2, 10)
+        if v.cuda is None:
+            assert v.name == "cpu" and v.arch_list is None and v.toolkit is None
+            continue
+        assert v.name == "cu" + v.cuda.replace(".", "")
+        assert v.toolkit.startswith(v.cuda + ".") and v.toolkit_source in ("pypi", "image")
+        assert parse_arch_list(v.arch_list).sass
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_cuda_13_from_pypi_cuda_12_from_images():
+    # DESIGN 7: the PyPI CUDA 12 wheels carry no nvcc driver.
+    for v in MATRIX.variants.values():
+        if v.cuda:
+            assert v.toolkit_source == ("pypi" if v.cuda.startswith("13.") else "image")
+
+
+def test_noxfile_repeats_nothing_from_the_matrix():
+    text = (REPO / "noxfile.py").read_text()
+    assert VERSION_LITERAL.findall(text) == []
+    assert not re.search(r"['\"]cu1\d\d['\"]", text)
+    assert "build_matrix.test_cells(MATRIX)" in text
+
+
+def test_dockerfile_takes_every_version_from_the_matrix():
+    text = (REPO / "docker" / "Dockerfile").read_text()
+    declared = set(re.findall(r"^ARG (\w+)", text, flags=re.MULTILINE))
+    for variant in MATRIX.variants:
+        for arch in MATRIX.variant(variant).platforms:
+            given = set(build_matrix.docker_build_args(MATRIX, variant, arch))
+            assert given <= declared, f"{variant}: Dockerfile lacks ARG {given - declared}"
+    # NOX_VERSION is the image's own tool pin; everything else comes from docker-args.
+    assert declared - set(build_matrix.docker_build_args(MATRIX, "cu126", "x86_64")) == {
+        "NOX_VERSION"
+    }
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    assert VERSION_LITERAL.findall("\n".join(lines)) == []
+
+
+def test_cibuildwheel_defaults_are_the_default_variant():
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    for arch in ("x86_64", "aarch64"):
+        assert config[f"manylinux-{arch}-image"] == MATRIX.image(MATRIX.default_variant, arch)
+    assert config["build"] == "cp310-manylinux_*"
+    assert "WHEELOPS_VARIANT" in config["environment-pass"]
+    assert "build_tools/repair.py" in " ".join(config["repair-wheel-command"])
+
+
+def test_workflow_matrices_come_from_the_matrix_file():
+    wheels = (WORKFLOWS / "wheels.yml").read_text()
+    assert "python -m build_tools.matrix github" in wheels
+    for job in ("build", "test", "gpu"):
+        assert f"matrix: ${{{{ fromJSON(needs.matrix.outputs.{job}) }}}}" in wheels
+    for workflow in WORKFLOWS.glob("*.yml"):
+        code = "\n".join(line.split("#")[0] for line in workflow.read_text().splitlines())
+        assert not re.search(r"\bcu1\d\d\b", code), f"{workflow.name} names a variant by hand"
+        assert VERSION_LITERAL.findall(code) == [], workflow.name
+
+
+def test_workflow_actions_are_pinned_by_commit():
+    for workflow in WORKFLOWS.glob("*.yml"):
+        for ref in re.findall(r"uses:\s*([^\s#]+)", workflow.read_text()):
+            if ref.startswith(("./", "$/")):
+                continue
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref), ref
+
+
+def test_github_matrices_cover_every_cell():
+    jobs = build_matrix.github_matrices(MATRIX)
+    builds = {(row["variant"], row["platform"]) for row in jobs["build"]}
+    assert builds == {(v.name, p) for v in MATRIX.variants.values() for p in v.platforms}
+    tests = [(row["variant"], row["torch"]) for row in jobs["test"]]
+    assert tests == build_matrix.test_cells(MATRIX)
+    assert {row["variant"] for row in jobs["gpu"]} == {
+        v.name for v in MATRIX.variants.values() if v.cuda
+    }
+
+
+def test_ci_runs_the_readme_test_command():
+    command = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert command in (REPO / "README.md").read_text()
+    assert ".ci/run" in (WORKFLOWS / "ci.yml").read_text()
+
+
+def test_readme_tables_are_generated_from_the_matrix():
+    assert readme.main(["--check"]) == 0, "run: python -m build_tools.readme"
