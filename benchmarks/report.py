@@ -57,9 +57,11 @@ def _header(data: dict[str, Any]) -> list[str]:
             f" (sm_{env['compute_capability'].replace('.', '')}, driver {env.get('driver')}, "
             f"driver CUDA {env.get('driver_cuda')})"
         )
+    compile_s = sum((row.get("compile") or {}).get("compile_s", 0.0) for row in data["rows"])
     compile_line = (
-        f"torch.compile: mode {settings['compile_mode']!r}, dynamic=False, fullgraph=True; "
-        "compile time is not in the timings"
+        f"torch.compile: mode {settings['compile_mode']!r}, dynamic=False, fullgraph=True, one "
+        f"compiled function per op recompiled per shape and dtype; compiling took "
+        f"{compile_s:.0f} s in all, none of it in the timings"
         if settings["compile"]
         else "torch.compile: not run (--no-compile)"
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 import environment
 import torch
-from cases import OPS, OPS_BY_NAME, PROFILES, OpSpec, cases
+from cases import OPS, OPS_BY_NAME, PROFILES, Case, OpSpec, cases
 from measure import PASSES, Implementations, measure_case, new_row
 from report import render
 from targets import derive
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
     return 1 if bad else 0
 
 
-def _measure(case: Any, impls: Implementations, timer: Timer, device: torch.device) -> list[dict]:
+def _measure(case: Case, impls: Implementations, timer: Timer, device: torch.device) -> list[dict]:
     """measure_case, with an error outside wheelops (out of memory, say) reported, not fatal."""
     try:
         return measure_case(case, impls, timer, device)
