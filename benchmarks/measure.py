@@ -1,0 +1,159 @@
+"""One case, both passes: check wheelops against eager, then time all three.
+
+Forward: each implementation called on inputs that need no gradient. Backward:
+each implementation's forward runs once, outside the timing; what is timed is
+``torch.autograd.grad(out, inputs, grad, retain_graph=True)`` alone, with the
+same incoming gradient for all three. wheelops is timed only once its result
+(and, for the backward, its gradients) matched eager's; a wrong answer is
+reported, not benchmarked. torch.compile's first call (the compilation) is
+timed apart and never counted in its times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from cases import SEED, Case, Output
+from timing import Timer
+from verify import as_tuple, mismatch
+
+PASSES = ("forward", "backward")
+
+
+@dataclass(frozen=True)
+class Implementations:
+    wheelops: Callable[..., Output]
+    eager: Callable[..., Output]
+    compiled: Callable[..., Output] | None  # None with --no-compile
+
+
+def measure_case(
+    case: Case, impls: Implementations, timer: Timer, device: torch.device
+) -> list[dict[str, Any]]:
+    inputs = case.inputs(device)
+    rows = [_forward(case, impls, timer, inputs)]
+    if case.spec.has_backward:
+        rows.append(_backward(case, impls, timer, inputs))
+    return rows
+
+
+def new_row(case: Case, pass_: str, inputs: Sequence[torch.Tensor] = ()) -> dict[str, Any]:
+    spec = case.spec
+    return {
+        "op": spec.name,
+        "pass": pass_,
+        "dtype": case.dtype_name,
+        "shape": list(case.shape),
+        "label": case.label,
+        "input_shapes": [list(t.shape) for t in inputs],
+        "bytes": case.bytes(backward=pass_ == "backward"),
+        "eager_unfused": spec.eager_unfused[PASSES.index(pass_)],
+        "bandwidth_target": spec.bandwidth_target,
+        "note": spec.note,
+        "status": "ok",
+        "problem": None,
+        "wheelops": None,
+        "eager": None,
+        "compile": None,
+        "compile_problem": None,
+    }
+
+
+def _describe(err: Exception) -> str:
+    return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+
+
+def _forward(
+    case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
+) -> dict[str, Any]:
+    row = new_row(case, "forward", inputs)
+    tolerance = case.spec.tolerance
+    expected = impls.eager(*inputs)
+    _check(row, lambda: mismatch(impls.wheelops(*inputs), expected, tolerance))
+    row["eager"] = timer(lambda: impls.eager(*inputs)).to_dict()
+    if impls.compiled is not None:
+        compiled = impls.compiled
+        _time_compiled(
+            row,
+            timer,
+            lambda: lambda: compiled(*inputs),
+            lambda out: mismatch(out, expected, tolerance),
+        )
+    if row["status"] == "ok":
+        row["wheelops"] = timer(lambda: impls.wheelops(*inputs)).to_dict()
+    return row
+
+
+def _backward(
+    case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
+) -> dict[str, Any]:
+    row = new_row(case, "backward", inputs)
+    tolerance = case.spec.tolerance
+    wanted = set(case.spec.grad_inputs)
+    leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
+    wrt = tuple(leaves[i] for i in case.spec.grad_inputs)
+    eager_outputs = as_tuple(impls.eager(*leaves))
+    grads = tuple(_seeded_like(out, salt) for salt, out in enumerate(eager_outputs))
+    expected = torch.autograd.grad(eager_outputs, wrt, grads)
+    del eager_outputs
+
+    def graph(fn: Callable[..., Output]) -> Callable[[], tuple[torch.Tensor, ...]]:
+        """Run fn's forward once; return the step to time: its backward alone."""
+        outputs = as_tuple(fn(*leaves))
+        return lambda: torch.autograd.grad(outputs, wrt, grads, retain_graph=True)
+
+    _check(row, lambda: mismatch(graph(impls.wheelops)(), expected, tolerance))
+    row["eager"] = timer(graph(impls.eager)).to_dict()
+    if impls.compiled is not None:
+        compiled = impls.compiled
+        _time_compiled(
+            row, timer, lambda: graph(compiled), lambda out: mismatch(out, expected, tolerance)
+        )
+    if row["status"] == "ok":
+        row["wheelops"] = timer(graph(impls.wheelops)).to_dict()
+    return row
+
+
+def _check(row: dict[str, Any], compare: Callable[[], str | None]) -> None:
+    """Run wheelops once and compare with eager; record a wrong answer or an error."""
+    try:
+        problem = compare()
+    except Exception as err:  # reported in the results; the run goes on
+        row.update(status="error", problem=_describe(err))
+        return
+    if problem is not None:
+        row.update(status="wrong", problem=problem)
+
+
+def _time_compiled(
+    row: dict[str, Any],
+    timer: Timer,
+    make_step: Callable[[], Callable[[], Output]],
+    compare: Callable[[Output], str | None],
+) -> None:
+    """Compile (timed apart, with the first call), check against eager, time the step.
+
+    ``make_step`` returns the step to time; for the backward it runs the compiled
+    forward, and the step's first call compiles the backward.
+    """
+    start = time.perf_counter()
+    try:
+        step = make_step()
+        out = step()
+        timer.synchronize()
+    except Exception as err:  # a compile failure is reported, not fatal
+        row["compile_problem"] = _describe(err)
+        return
+    compile_s = time.perf_counter() - start
+    problem = compare(out)
+    del out
+    row["compile"] = {**timer(step).to_dict(), "compile_s": compile_s, "mismatch": problem}
+
+
+def _seeded_like(tensor: torch.Tensor, salt: int) -> torch.Tensor:
+    generator = torch.Generator(device=tensor.device).manual_seed(SEED + 100 + salt)
+    return torch.randn(tensor.shape, generator=generator, device=tensor.device, dtype=tensor.dtype)

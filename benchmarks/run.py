@@ -1,0 +1,240 @@
+"""wheelops vs eager PyTorch vs torch.compile, in one run: JSON and Markdown.
+
+    python benchmarks/run.py --out DIR [--ops layer_norm,softmax] [--dtypes bfloat16,float32]
+                             [--quick] [--device cuda|cpu] [--reps N] [--no-compile]
+    python benchmarks/run.py --only-table DIR/benchmark.json [--out DIR]
+
+Writes DIR/benchmark.json (rewritten after every case, so an interrupted run
+keeps what it measured) and DIR/benchmark.md. Progress goes to stderr. Exits 1
+when any wheelops result was wrong or failed, 2 on bad arguments or a wheelops
+that lacks a selected op. Run it as a script: it imports the installed wheelops,
+never a source tree next to it. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import environment
+import torch
+from cases import OPS, OPS_BY_NAME, PROFILES, Case, OpSpec, cases
+from measure import PASSES, Implementations, measure_case, new_row
+from report import render
+from targets import derive
+from timing import Timer, copy_bandwidth
+from verify import DEFAULT_TOLERANCE
+
+JSON_NAME, MARKDOWN_NAME = "benchmark.json", "benchmark.md"
+SCHEMA_VERSION = 1
+DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in DEFAULT_TOLERANCE}
+COMPILE_MODE = "default"
+# Enough compiled graphs per op for every shape x dtype x (forward, training) it meets.
+RECOMPILE_LIMIT = 256
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/run.py", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--out", type=Path, help="directory for benchmark.json and .md")
+    parser.add_argument(
+        "--ops", help=f"comma-separated, default all: {','.join(spec.name for spec in OPS)}"
+    )
+    parser.add_argument(
+        "--dtypes",
+        default="bfloat16,float32",
+        help=f"comma-separated from {','.join(DTYPES)} (images and volumes have their own)",
+    )
+    parser.add_argument("--quick", action="store_true", help="one shape per op, fewer reps")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--reps", type=int, help="timed repetitions (default 30; quick 10)")
+    parser.add_argument("--warmup", type=int, help="untimed calls first (default 5)")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--only-table", type=Path, metavar="JSON", help="re-render a JSON")
+    args = parser.parse_args(argv)
+    if args.only_table is None and args.out is None:
+        parser.error("--out DIR is required (or --only-table JSON)")
+    try:
+        args.specs = select_ops(args.ops)
+        args.dtype_list = select_dtypes(args.dtypes)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.device == "cuda" and args.only_table is None and not torch.cuda.is_available():
+        parser.error("--device cuda, but torch sees no CUDA GPU (use --device cpu for a smoke run)")
+    return args
+
+
+def select_ops(names: str | None) -> list[OpSpec]:
+    if names is None:
+        return list(OPS)
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in OPS_BY_NAME]
+    if unknown or not wanted:
+        raise ValueError(
+            f"unknown op(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(OPS_BY_NAME)}"
+        )
+    return [OPS_BY_NAME[name] for name in dict.fromkeys(wanted)]
+
+
+def select_dtypes(names: str) -> tuple[torch.dtype, ...]:
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in DTYPES]
+    if unknown or not wanted:
+        raise ValueError(
+            f"unknown dtype(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(DTYPES)}"
+        )
+    return tuple(DTYPES[name] for name in dict.fromkeys(wanted))
+
+
+def missing_ops(specs: list[OpSpec], wheelops: Any) -> list[str]:
+    return [spec.name for spec in specs if not callable(getattr(wheelops, spec.name, None))]
+
+
+def configure_compile() -> None:
+    config = torch._dynamo.config
+    config.cache_size_limit = RECOMPILE_LIMIT
+    if hasattr(config, "accumulated_cache_size_limit"):
+        config.accumulated_cache_size_limit = max(config.accumulated_cache_size_limit, 4096)
+    # Past the limit dynamo would silently run eager; a compile timing must never be that.
+    if hasattr(config, "fail_on_recompile_limit_hit"):
+        config.fail_on_recompile_limit_hit = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.only_table is not None:
+        markdown = render(json.loads(args.only_table.read_text()))
+        if args.out is None:
+            sys.stdout.write(markdown)
+        else:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / MARKDOWN_NAME).write_text(markdown)
+        return 0
+
+    import wheelops
+    from wheelops import _native
+
+    where = Path(wheelops.__file__).parent
+    if _native.loaded() is None:
+        print(
+            f"error: wheelops at {where} has no native libraries loaded (a source tree that was "
+            "not built?); install the wheel, or build in place with `python -m wheelops.jit` "
+            "and call wheelops.jit.load() first",
+            file=sys.stderr,
+        )
+        return 2
+    missing = missing_ops(args.specs, wheelops)
+    if missing:
+        print(
+            f"error: wheelops {wheelops.__version__} from {where} has no "
+            f"op(s) {', '.join(missing)}; install a wheelops that has them, or choose --ops",
+            file=sys.stderr,
+        )
+        return 2
+    return run(args, wheelops)
+
+
+def run(args: argparse.Namespace, wheelops: Any) -> int:
+    device = torch.device(args.device)
+    on_gpu = device.type == "cuda"
+    profile = ("quick" if args.quick else "full") if on_gpu else "tiny"
+    assert profile in PROFILES
+    reps = args.reps or ((10 if args.quick else 30) if on_gpu else 3)
+    warmup = args.warmup if args.warmup is not None else (5 if on_gpu else 1)
+    timer = Timer(device, reps=reps, warmup=warmup)
+    copy_reps = 10 if on_gpu else 3
+    copy = copy_bandwidth(timer, 2**30 if on_gpu else 2**24, reps=copy_reps)
+    configure_compile()
+    data: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "environment": environment.collect(device, wheelops),
+        "settings": {
+            "device": str(device),
+            "profile": profile,
+            "ops": [spec.name for spec in args.specs],
+            "dtypes": [str(dtype).removeprefix("torch.") for dtype in args.dtype_list],
+            "reps": reps,
+            "warmup": warmup,
+            "timer": timer.method,
+            "l2_flush_bytes": timer.flush_bytes,
+            "copy_reps": copy_reps,
+            "compile": not args.no_compile,
+            "compile_mode": COMPILE_MODE,
+            "compile_dynamic": False,
+            "compile_fullgraph": True,
+        },
+        "copy_bandwidth": copy.to_dict(),
+        "rows": [],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"copy bandwidth: {copy.gbps:.0f} GB/s ({timer.method})", file=sys.stderr)
+    started = time.perf_counter()
+    for spec in args.specs:
+        torch.compiler.reset()  # each op starts with an empty compile cache
+        impls = Implementations(
+            wheelops=spec.wheelops(wheelops),
+            eager=spec.eager,
+            compiled=None
+            if args.no_compile
+            else torch.compile(spec.eager, dynamic=False, fullgraph=True),
+        )
+        for case in cases(spec, profile, args.dtype_list):
+            for row in _measure(case, impls, timer, device):
+                data["rows"].append(derive(row, copy.gbps))
+                print(_progress(row, time.perf_counter() - started), file=sys.stderr)
+            _write(args.out, data, markdown=False)
+    _write(args.out, data, markdown=True)
+    bad = [row for row in data["rows"] if row["status"] != "ok"]
+    print(
+        f"wrote {args.out / JSON_NAME} and {MARKDOWN_NAME} in {time.perf_counter() - started:.0f} s"
+        + (f"; {len(bad)} case(s) wrong or failed" if bad else ""),
+        file=sys.stderr,
+    )
+    return 1 if bad else 0
+
+
+def _measure(case: Case, impls: Implementations, timer: Timer, device: torch.device) -> list[dict]:
+    """measure_case, with an error outside wheelops (out of memory, say) reported, not fatal."""
+    try:
+        return measure_case(case, impls, timer, device)
+    except Exception as err:
+        passes = PASSES if case.spec.has_backward else PASSES[:1]
+        rows = [new_row(case, pass_) for pass_ in passes]
+        for row in rows:
+            row.update(status="error", problem=f"{type(err).__name__}: {err}"[:500])
+        return rows
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _progress(row: dict[str, Any], elapsed: float) -> str:
+    def us(entry: dict[str, Any] | None) -> str:
+        return "-" if entry is None else f"{entry['median_us']:.1f} us"
+
+    name = f"{row['op']} {row['pass']} {row['dtype']} {row['label']}"
+    mine = row["wheelops"]
+    if row["status"] != "ok":
+        return f"[{elapsed:5.0f}s] {name}: {row['status'].upper()}: {row['problem']}"
+    pct = f" ({mine['pct_copy']:.0f}% copy)" if mine and mine["pct_copy"] else ""
+    compiled = row["compile"]
+    compile_s = f" (compiled in {compiled['compile_s']:.1f} s)" if compiled else ""
+    return (
+        f"[{elapsed:5.0f}s] {name}: wheelops {us(mine)}{pct}, eager {us(row['eager'])}, "
+        f"compile {us(compiled)}{compile_s}"
+    )
+
+
+def _write(out: Path, data: dict[str, Any], markdown: bool) -> None:
+    (out / JSON_NAME).write_text(json.dumps(data, indent=1) + "\n")
+    if markdown:
+        (out / MARKDOWN_NAME).write_text(render(data))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""From times to what they mean: GB/s, % of copy bandwidth, speed-ups, targets met."""
+
+from __future__ import annotations
+
+from typing import Any
+
+IMPLEMENTATIONS = ("wheelops", "eager", "compile")
+
+# target name -> (what it says, where it applies)
+TARGETS: dict[str, str] = {
+    "forward_bandwidth": "forward >= 90% of copy bandwidth",
+    "backward_bandwidth": "backward >= 80% of copy bandwidth",
+    "compile": ">= 1.0x torch.compile",
+    "eager": ">= 2x eager (where eager is unfused)",
+}
+BANDWIDTH_FRACTION = {"forward": 0.90, "backward": 0.80}
+COMPILE_SPEEDUP = 1.0
+EAGER_SPEEDUP = 2.0
+
+MET, MISSED, NOT_APPLICABLE = "met", "missed", "n/a"
+
+
+def derive(row: dict[str, Any], copy_gbps: float) -> dict[str, Any]:
+    """Add GB/s, % copy, speed-ups and target verdicts to a row of raw times."""
+    nbytes = row["bytes"]
+    for impl in IMPLEMENTATIONS:
+        entry = row.get(impl)
+        if entry is None:
+            continue
+        has_rate = bool(nbytes) and entry["median_us"] > 0
+        entry["gbps"] = nbytes / (entry["median_us"] * 1e3) if has_rate else None
+        entry["pct_copy"] = 100 * entry["gbps"] / copy_gbps if entry["gbps"] else None
+    row["speedup_vs_eager"] = _speedup(row, "eager")
+    row["speedup_vs_compile"] = _speedup(row, "compile")
+    row["targets"] = _verdicts(row)
+    return row
+
+
+def _speedup(row: dict[str, Any], other: str) -> float | None:
+    mine, theirs = row.get("wheelops"), row.get(other)
+    if not mine or not theirs or mine["median_us"] <= 0:
+        return None
+    return theirs["median_us"] / mine["median_us"]
+
+
+def _verdicts(row: dict[str, Any]) -> dict[str, str]:
+    ok = row["status"] == "ok" and row.get("wheelops") is not None
+    verdicts = dict.fromkeys(TARGETS, NOT_APPLICABLE)
+    band = f"{row['pass']}_bandwidth"
+    if row["bandwidth_target"] and row["bytes"]:
+        pct = row["wheelops"]["pct_copy"] if ok else None
+        wanted = 100 * BANDWIDTH_FRACTION[row["pass"]]
+        verdicts[band] = MET if pct is not None and pct >= wanted else MISSED
+    if row.get("compile") is not None:
+        speedup = row["speedup_vs_compile"] if ok else None
+        verdicts["compile"] = MET if speedup is not None and speedup >= COMPILE_SPEEDUP else MISSED
+    if row["eager_unfused"]:
+        speedup = row["speedup_vs_eager"] if ok else None
+        verdicts["eager"] = MET if speedup is not None and speedup >= EAGER_SPEEDUP else MISSED
+    return verdicts

@@ -1,0 +1,273 @@
+"""The benchmark harness (benchmarks/run.py) in its CPU smoke mode.
+
+It runs in-process on the wheelops under test, with tiny shapes: the point is
+that every case runs, that wheelops is checked against eager before it is timed
+(a wrong answer is reported, never benchmarked), and that the JSON has the
+promised shape and re-renders to the same Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import wheelops
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import cases  # noqa: E402
+import run  # noqa: E402
+import targets  # noqa: E402
+import verify  # noqa: E402
+
+AVAILABLE = [spec.name for spec in cases.OPS if callable(getattr(wheelops, spec.name, None))]
+IMPL_KEYS = {"median_us", "min_us", "reps", "gbps", "pct_copy"}
+ROW_KEYS = {
+    "op",
+    "pass",
+    "dtype",
+    "shape",
+    "label",
+    "input_shapes",
+    "bytes",
+    "eager_unfused",
+    "bandwidth_target",
+    "note",
+    "status",
+    "problem",
+    "wheelops",
+    "eager",
+    "compile",
+    "compile_problem",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "targets",
+}
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    code = run.main(["--device", "cpu", "--quick", "--out", str(tmp_path), *args])
+    return code, json.loads((tmp_path / run.JSON_NAME).read_text())
+
+
+def _check_timing(entry: dict[str, Any], reps: int) -> None:
+    assert entry.keys() >= IMPL_KEYS
+    assert entry["reps"] == reps
+    assert 0 < entry["min_us"] <= entry["median_us"]
+
+
+@pytest.mark.slow
+def test_smoke_run_checks_and_times_every_available_op(tmp_path):
+    code, data = _run(tmp_path, "--ops", ",".join(AVAILABLE), "--dtypes", "float32,bfloat16")
+    assert code == 0, [row["problem"] or row["compile_problem"] for row in data["rows"]]
+
+    assert data["schema_version"] == run.SCHEMA_VERSION
+    env = data["environment"]
+    assert env["torch"] == torch.__version__
+    assert env["wheelops"] == wheelops.__version__
+    assert {"date", "device_name", "device_type", "torch_cuda", "wheelops_build"} <= env.keys()
+    settings = data["settings"]
+    assert settings["profile"] == "tiny" and settings["compile"] is True
+    assert data["copy_bandwidth"]["gbps"] > 0
+
+    expected = {
+        (case.spec.name, pass_, case.dtype_name, case.label)
+        for spec in cases.OPS
+        if spec.name in AVAILABLE
+        for case in cases.cases(spec, "tiny", (torch.float32, torch.bfloat16))
+        for pass_ in (("forward", "backward") if spec.has_backward else ("forward",))
+    }
+    rows = data["rows"]
+    assert {(r["op"], r["pass"], r["dtype"], r["label"]) for r in rows} == expected
+    assert len(rows) == len(expected)
+    for row in rows:
+        assert row.keys() == ROW_KEYS
+        # Verified against eager before timing: "ok" is the harness's word for it.
+        assert row["status"] == "ok" and row["problem"] is None
+        for impl in targets.IMPLEMENTATIONS:
+            _check_timing(row[impl], settings["reps"])
+        assert row["compile"]["compile_s"] > 0 and row["compile"]["mismatch"] is None
+        assert row["speedup_vs_eager"] == pytest.approx(
+            row["eager"]["median_us"] / row["wheelops"]["median_us"]
+        )
+        if row["bytes"]:
+            gbps = row["bytes"] / (row["wheelops"]["median_us"] * 1e3)
+            assert row["wheelops"]["gbps"] == pytest.approx(gbps)
+            copy = data["copy_bandwidth"]["gbps"]
+            assert row["wheelops"]["pct_copy"] == pytest.approx(100 * gbps / copy)
+        assert row["targets"].keys() == targets.TARGETS.keys()
+        assert set(row["targets"].values()) <= {"met", "missed", "n/a"}
+
+    markdown = (tmp_path / run.MARKDOWN_NAME).read_text()
+    for op in AVAILABLE:
+        assert f"\n## {op}\n" in markdown
+    rerendered = tmp_path / "again"
+    assert run.main(["--only-table", str(tmp_path / run.JSON_NAME), "--out", str(rerendered)]) == 0
+    assert (rerendered / run.MARKDOWN_NAME).read_text() == markdown
+
+
+def _wrong_forward(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    return torch.relu(x) * (alpha * 1.01)
+
+
+def _wrong_backward(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    # The right values, with a gradient that is off by x's own.
+    return torch.relu(x) * alpha + (x - x.detach())
+
+
+def _raises(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    raise RuntimeError("kernel exploded")
+
+
+@pytest.mark.parametrize(
+    "fake, statuses",
+    [
+        (_wrong_forward, {"forward": "wrong", "backward": "wrong"}),
+        (_wrong_backward, {"forward": "ok", "backward": "wrong"}),
+        (_raises, {"forward": "error", "backward": "error"}),
+    ],
+)
+def test_a_wrong_answer_is_reported_and_not_timed(tmp_path, monkeypatch, fake, statuses):
+    monkeypatch.setattr(wheelops, "relu_scale", fake)
+    code, data = _run(tmp_path, "--ops", "relu_scale", "--dtypes", "float32", "--no-compile")
+    assert code == 1
+    rows = {row["pass"]: row for row in data["rows"]}
+    assert {name: row["status"] for name, row in rows.items()} == statuses
+    for row in rows.values():
+        assert row["eager"]["median_us"] > 0  # eager is still timed
+        if row["status"] == "ok":
+            assert row["wheelops"]["median_us"] > 0
+        else:
+            assert row["wheelops"] is None and row["problem"]
+            assert all(v != "met" for v in row["targets"].values())
+    if statuses["forward"] == "error":
+        assert "kernel exploded" in rows["forward"]["problem"]
+    markdown = (tmp_path / run.MARKDOWN_NAME).read_text()
+    assert "not timed for wheelops" in markdown
+
+
+def test_unknown_names_fail_loudly(tmp_path, capsys):
+    with pytest.raises(SystemExit) as err:
+        run.main(["--device", "cpu", "--ops", "add,no_such_op", "--out", str(tmp_path)])
+    assert err.value.code == 2
+    assert "unknown op(s) no_such_op" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run.main(["--device", "cpu", "--dtypes", "float8", "--out", str(tmp_path)])
+    assert "unknown dtype(s) float8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ops", [None, "add,relu_scale"])
+def test_an_op_missing_from_wheelops_fails_loudly(tmp_path, monkeypatch, capsys, ops):
+    monkeypatch.delattr(wheelops, "add")
+    argv = ["--device", "cpu", "--out", str(tmp_path)] + (["--ops", ops] if ops else [])
+    assert run.main(argv) == 2
+    assert "has no op(s) add" in capsys.readouterr().err
+    assert not (tmp_path / run.JSON_NAME).exists()
+
+
+def test_every_op_has_cases_in_every_profile():
+    assert len({spec.name for spec in cases.OPS}) == len(cases.OPS) == 10
+    for spec in cases.OPS:
+        for profile in cases.PROFILES:
+            assert cases.cases(spec, profile, (torch.bfloat16, torch.float32)), (spec, profile)
+    full = {spec.name: cases.cases(spec, "full", (torch.bfloat16,)) for spec in cases.OPS}
+    assert [case.label for case in full["layer_norm"]] == [
+        "4096x1024",
+        "4096x4096",
+        "4096x8192",
+        "4096x16384",
+        "8192x8192",
+    ]
+    assert [case.dtype for case in full["rgb_to_gray"]] == [torch.uint8, torch.uint8]
+
+
+@pytest.mark.parametrize(
+    "op, shape, dtype, forward, backward",
+    [
+        ("add", (4096, 1024), torch.bfloat16, 3 * 2 * 4096 * 1024, 0),
+        ("softmax", (8, 16), torch.float32, 2 * 4 * 128, 3 * 4 * 128),
+        ("layer_norm", (8, 16), torch.float32, (2 * 128 + 2 * 16) * 4, (3 * 128 + 3 * 16) * 4),
+        ("silu_and_mul", (8, 16), torch.bfloat16, 3 * 2 * 128, 5 * 2 * 128),
+        ("rgb_to_gray", (4096, 4096), torch.uint8, 4 * 4096 * 4096, None),
+        ("normalize_volume", (256, 512, 512), torch.uint16, 6 * 256 * 512 * 512, None),
+        ("lltm", (4096, 1024, 512), torch.float32, 6 * 4096 * 512 * 4, 10 * 4096 * 512 * 4),
+    ],
+)
+def test_bytes_that_must_move(op, shape, dtype, forward, backward):
+    case = cases.Case(cases.OPS_BY_NAME[op], shape, dtype)
+    assert case.bytes(backward=False) == forward
+    assert case.spec.has_backward == (backward is not None)
+    if backward is not None:
+        assert case.bytes(backward=True) == backward
+
+
+def test_inputs_have_the_shapes_the_ops_take():
+    sizes = {
+        "silu_and_mul": ((5, 33), [[5, 66]]),
+        "rgb_to_gray": ((2, 3, 5), [[2, 3, 5, 3]]),
+        "lltm": ((4, 6, 5), [[4, 6], [15, 11], [15], [4, 5], [4, 5]]),
+        "bias_gelu": ((5, 33), [[5, 33], [33]]),
+    }
+    for op, (shape, expected) in sizes.items():
+        case = cases.Case(cases.OPS_BY_NAME[op], shape, torch.float32)
+        assert [list(t.shape) for t in case.inputs(torch.device("cpu"))] == expected
+    image = cases.Case(cases.OPS_BY_NAME["rgb_to_gray"], (64, 64), torch.uint8)
+    (pixels,) = image.inputs(torch.device("cpu"))
+    assert pixels.dtype == torch.uint8 and int(pixels.max()) > 250
+
+
+def test_eager_gray_rounds_half_to_even_exactly():
+    # (299R + 587G + 114B) / 1000: 1.495 -> 1, 28.5 -> 28, 21.5 -> 22, 7.5 -> 8, 255 -> 255.
+    pixels = [[5, 0, 0], [0, 0, 250], [0, 4, 168], [0, 12, 4], [255, 255, 255]]
+    img = torch.tensor([pixels], dtype=torch.uint8)
+    assert cases.rgb_to_gray_eager(img).tolist() == [[1, 28, 22, 8, 255]]
+
+
+def test_verify_accepts_rounding_and_rejects_wrong_answers():
+    x = torch.randn(64, 257, dtype=torch.float64)
+    softmax = torch.softmax(x, -1)
+    assert verify.mismatch(softmax.float(), softmax.float()) is None
+    one_ulp = softmax.float().bfloat16()
+    assert verify.mismatch(one_ulp, softmax.bfloat16()) is None
+    # Values far below the absolute tolerance still count: an all-zero softmax is wrong.
+    assert "out of tolerance" in verify.mismatch(torch.zeros_like(one_ulp), one_ulp)
+    assert "shape" in verify.mismatch(softmax.float()[:, :5], softmax.float())
+    assert "dtype" in verify.mismatch(softmax.double(), softmax.float())
+    nan = softmax.float().clone()
+    nan[0, 0] = math.nan
+    assert "NaN" in verify.mismatch(nan, softmax.float())
+    gray = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    assert "1 of 3 elements differ (by up to 1)" in verify.mismatch(gray + (gray == 2), gray)
+    assert "result 1" in verify.mismatch((x, x + 1), (x, x))
+
+
+def test_targets_are_judged_from_times_and_bytes():
+    row = {
+        "pass": "forward",
+        "bytes": 3_000_000,
+        "status": "ok",
+        "bandwidth_target": True,
+        "eager_unfused": True,
+        "wheelops": {"median_us": 1.0},
+        "eager": {"median_us": 1.9},
+        "compile": {"median_us": 1.0},
+    }
+    derived = targets.derive(row, copy_gbps=3200.0)
+    assert derived["wheelops"]["gbps"] == pytest.approx(3000.0)
+    assert derived["wheelops"]["pct_copy"] == pytest.approx(93.75)
+    assert derived["targets"] == {
+        "forward_bandwidth": "met",
+        "backward_bandwidth": "n/a",
+        "compile": "met",
+        "eager": "missed",
+    }
+    backward = targets.derive({**row, "pass": "backward", "eager_unfused": False}, 4000.0)
+    assert backward["targets"]["backward_bandwidth"] == "missed"  # 75% < 80%
+    assert backward["targets"]["eager"] == "n/a"
