@@ -162,6 +162,4 @@ def _backward(ctx: Any, grad_h: torch.Tensor, grad_cell: torch.Tensor) -> tuple:
 def register() -> None:
     torch.library.register_fake("wheelops::lltm_gates", _fake)
     torch.library.register_fake("wheelops::lltm_gates_backward", _fake_backward)
-    torch.library.register_autograd(
-        "wheelops::lltm_gates", _backward, setup_context=_setup_context
-    )
+    torch.library.register_autograd("wheelops::lltm_gates", _backward, setup_context=_setup_context)
