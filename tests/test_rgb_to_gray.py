@@ -97,16 +97,14 @@ def strided_images(img: torch.Tensor) -> dict[str, torch.Tensor]:
     wide[:, :, 2 : w + 2] = img
     rgba = torch.zeros(n, h, w, 4, dtype=img.dtype, device=img.device)
     rgba[..., :3] = img
+    planar_flat = torch.zeros(img.numel() + 1, dtype=img.dtype, device=img.device)
+    planar_flat[1:] = img.permute(0, 3, 1, 2).reshape(-1)
     spaced = torch.zeros(n, h * w * 3 + 16, dtype=img.dtype, device=img.device)
     spaced[:, : h * w * 3] = img.reshape(n, -1)
     return {
         "offset_by_one_byte": flat[1:].view(n, h, w, c),  # contiguous, misaligned
         "planar_nchw": img.permute(0, 3, 1, 2).contiguous().permute(0, 2, 3, 1),
-        "planar_misaligned": flat[1:]
-        .view(n, h, w, c)
-        .permute(0, 3, 1, 2)
-        .contiguous()
-        .permute(0, 2, 3, 1),
+        "planar_misaligned": planar_flat[1:].view(n, c, h, w).permute(0, 2, 3, 1),
         "column_slice": wide[:, :, 2 : w + 2],
         "rgb_of_rgba": rgba[..., :3],
         "images_apart": spaced[:, : h * w * 3].view(n, h, w, c),
