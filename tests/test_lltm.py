@@ -1,0 +1,365 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _helpers import DEVICES, DTYPES
+
+import wheelops
+
+# (batch, input_features, state_size): single elements, state sizes that are
+# and are not a multiple of the 16-byte vector width, empty batch/features/state.
+SHAPES = [
+    (1, 1, 1),
+    (3, 5, 7),
+    (4, 8, 16),
+    (2, 3, 33),
+    (6, 10, 64),
+    (0, 4, 8),
+    (5, 0, 8),
+    (3, 4, 0),
+]
+
+# (atol, rtol) against float64 math on the same inputs. Reduced precision
+# rounds the gates once (the GEMM's output) and each result once.
+TOLERANCE = {
+    torch.float64: (1e-10, 1e-8),
+    torch.float32: (2e-5, 2e-5),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (6e-2, 4e-2),
+}
+
+
+def eager_lltm(input, weights, bias, old_h, old_cell):
+    """The tutorial's pure-PyTorch LLTM forward (pytorch/extension-cpp)."""
+    x = torch.cat([old_h, input], dim=1)
+    gate_weights = F.linear(x, weights, bias)
+    gates = gate_weights.chunk(3, dim=1)
+    input_gate = torch.sigmoid(gates[0])
+    output_gate = torch.sigmoid(gates[1])
+    candidate_cell = F.elu(gates[2])
+    new_cell = old_cell + candidate_cell * input_gate
+    new_h = torch.tanh(new_cell) * output_gate
+    return new_h, new_cell
+
+
+def make_inputs(batch, features, state, dtype, device, seed=0, requires_grad=False):
+    generator = torch.Generator().manual_seed(seed)
+    bound = 1 / math.sqrt(max(state, 1))
+
+    def rand(*shape, scale=1.0):
+        t = (torch.rand(shape, generator=generator, dtype=torch.float64) * 2 - 1) * scale
+        return t.to(dtype).to(device).requires_grad_(requires_grad)
+
+    return (
+        rand(batch, features, scale=2.0),
+        rand(3 * state, state + features, scale=bound),
+        rand(3 * state, scale=bound),
+        rand(batch, state),
+        rand(batch, state, scale=2.0),
+    )
+
+
+def float64_results(inputs, grads):
+    leaves = [t.detach().double().requires_grad_() for t in inputs]
+    outputs = eager_lltm(*leaves)
+    input_grads = torch.autograd.grad(outputs, leaves, [g.double() for g in grads])
+    return [o.detach() for o in outputs], list(input_grads)
+
+
+def assert_close(actual, expected, dtype, scale=1.0):
+    atol, rtol = TOLERANCE[dtype]
+    torch.testing.assert_close(actual.double().cpu(), expected.cpu(), atol=atol * scale, rtol=rtol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_and_all_gradients_match_float64(shape, dtype, device):
+    batch, _, state = shape
+    inputs = make_inputs(*shape, dtype, device, seed=1, requires_grad=True)
+    new_h, new_cell = wheelops.lltm(*inputs)
+    assert new_h.shape == new_cell.shape == (batch, state)
+    assert new_h.dtype == new_cell.dtype == dtype
+    generator = torch.Generator().manual_seed(2)
+    grads = [torch.randn(batch, state, generator=generator).to(dtype).to(device) for _ in range(2)]
+    ours = torch.autograd.grad((new_h, new_cell), inputs, grads)
+    (expected_h, expected_cell), expected_grads = float64_results(inputs, grads)
+    assert_close(new_h, expected_h, dtype)
+    assert_close(new_cell, expected_cell, dtype)
+    names = ["input", "weights", "bias", "old_h", "old_cell"]
+    for name, mine, theirs, inp in zip(names, ours, expected_grads, inputs, strict=True):
+        assert mine.shape == inp.shape and mine.dtype == dtype, name
+        # weights and bias grads are sums over the batch.
+        scale = math.sqrt(max(batch, 1)) if name in ("weights", "bias") else 1.0
+        assert_close(mine, theirs, dtype, scale)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matches_eager_float32_and_only_new_h_used(device):
+    inputs = make_inputs(16, 24, 40, torch.float32, device, seed=3, requires_grad=True)
+    ours = wheelops.lltm(*inputs)
+    eager = eager_lltm(*inputs)
+    for mine, theirs in zip(ours, eager, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+    # grad_cell is None here: autograd gives the fused backward zeros.
+    mine = torch.autograd.grad(ours[0].square().sum(), inputs)
+    theirs = torch.autograd.grad(eager[0].square().sum(), inputs)
+    for a, b in zip(mine, theirs, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    mine = torch.autograd.grad(wheelops.lltm(*inputs)[1].sum(), inputs)
+    theirs = torch.autograd.grad(eager_lltm(*inputs)[1].sum(), inputs)
+    for a, b in zip(mine, theirs, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_gradcheck_float64():
+    inputs = make_inputs(3, 4, 5, torch.float64, "cpu", seed=4, requires_grad=True)
+    assert torch.autograd.gradcheck(wheelops.lltm, inputs)
+    gates = torch.randn(3, 15, dtype=torch.float64, requires_grad=True)
+    old_cell = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(torch.ops.wheelops.lltm_gates.default, (gates, old_cell))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_gate_ops_directly(dtype, device):
+    # The two fused kernels against the formula, on their own.
+    batch, state = 7, 24
+    gates = torch.randn(batch, 3 * state, dtype=torch.float64).to(dtype).to(device)
+    old_cell = torch.randn(batch, state, dtype=torch.float64).to(dtype).to(device)
+    grad_h, grad_cell = (torch.randn(batch, state).to(dtype).to(device) for _ in range(2))
+    new_h, new_cell = torch.ops.wheelops.lltm_gates.default(gates, old_cell)
+    g = gates.double().requires_grad_()
+    c = old_cell.double().requires_grad_()
+    g0, g1, g2 = g.chunk(3, dim=1)
+    expected_cell = c + F.elu(g2) * torch.sigmoid(g0)
+    expected_h = torch.tanh(expected_cell) * torch.sigmoid(g1)
+    assert_close(new_h, expected_h.detach(), dtype)
+    assert_close(new_cell, expected_cell.detach(), dtype)
+    d_gates, d_old_cell = torch.ops.wheelops.lltm_gates_backward.default(
+        grad_h, grad_cell, gates, old_cell
+    )
+    expected = torch.autograd.grad(
+        (expected_h, expected_cell), (g, c), (grad_h.double(), grad_cell.double())
+    )
+    assert d_gates.shape == gates.shape and d_old_cell.shape == old_cell.shape
+    assert_close(d_gates, expected[0], dtype)
+    assert_close(d_old_cell, expected[1], dtype)
+
+
+def misaligned(t: torch.Tensor) -> torch.Tensor:
+    flat = torch.zeros(t.numel() + 1, dtype=t.dtype, device=t.device)
+    flat[1:] = t.reshape(-1)
+    return flat[1:].view(t.shape)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_non_contiguous_and_misaligned_inputs(dtype, device):
+    inputs = make_inputs(6, 12, 16, dtype, device, seed=5)
+    (expected_h, expected_cell), _ = float64_results(inputs, [torch.ones(6, 16)] * 2)
+    input, weights, bias, old_h, old_cell = inputs
+    variants = [
+        (input.t().contiguous().t(), weights, bias, old_h, old_cell),
+        (input, weights.t().contiguous().t(), bias, old_h, old_cell),
+        (misaligned(input), misaligned(weights), misaligned(bias), old_h, misaligned(old_cell)),
+        (input, weights, bias, old_h.t().contiguous().t(), old_cell.t().contiguous().t()),
+    ]
+    for variant in variants:
+        new_h, new_cell = wheelops.lltm(*variant)
+        assert_close(new_h, expected_h, dtype)
+        assert_close(new_cell, expected_cell, dtype)
+    # The fused ops on unaligned and strided gates / states.
+    gates = torch.randn(6, 48, device=device).to(dtype)
+    cell = torch.randn(6, 16, device=device).to(dtype)
+    expected = torch.ops.wheelops.lltm_gates.default(gates, cell)
+    for g, c in [(misaligned(gates), misaligned(cell)), (gates.t().contiguous().t(), cell)]:
+        for mine, theirs in zip(torch.ops.wheelops.lltm_gates.default(g, c), expected, strict=True):
+            assert torch.equal(mine, theirs)
+        grads = (misaligned(cell), cell.t().contiguous().t())
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(
+                torch.ops.wheelops.lltm_gates_backward.default(*grads, g, c),
+                torch.ops.wheelops.lltm_gates_backward.default(cell, cell, gates, cell),
+                strict=True,
+            )
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_and_inf_propagate_as_in_eager(device):
+    inputs = [t.double() for t in make_inputs(2, 3, 4, torch.float64, device, seed=6)]
+    input, old_cell = inputs[0], inputs[4]
+    input[0, 0] = math.nan
+    old_cell[1, 1] = math.inf
+    old_cell[1, 2] = -math.inf
+    for mine, theirs in zip(wheelops.lltm(*inputs), eager_lltm(*inputs), strict=True):
+        torch.testing.assert_close(mine, theirs, equal_nan=True)
+    # Saturated gates: sigmoid and tanh reach their limits without NaN.
+    gates = torch.tensor([[1e4, -1e4, 1e4], [-1e4, 1e4, -1e4]], device=device)
+    cell = torch.zeros(2, 1, device=device)
+    new_h, new_cell = torch.ops.wheelops.lltm_gates.default(gates, cell)
+    assert new_cell.tolist() == [[1e4], [0.0]] and new_h.tolist() == [[0.0], [0.0]]
+    for t in torch.ops.wheelops.lltm_gates_backward.default(cell + 1, cell + 1, gates, cell):
+        assert torch.isfinite(t).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for requires_grad in (False, True):
+        for batch, state in [(4, 8), (3, 5), (0, 4)]:
+            gates = torch.randn(batch, 3 * state, device=device, requires_grad=requires_grad)
+            cell = torch.randn(batch, state, device=device, requires_grad=requires_grad)
+            torch.library.opcheck(torch.ops.wheelops.lltm_gates.default, (gates, cell))
+    gates, cell = torch.randn(5, 24, device=device), torch.randn(5, 8, device=device)
+    torch.library.opcheck(
+        torch.ops.wheelops.lltm_gates_backward.default,
+        (torch.randn_like(cell), torch.randn_like(cell), gates, cell),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_forward_and_backward(device):
+    torch._dynamo.reset()
+    module = wheelops.nn.LLTM(12, 16).to(device)
+
+    def step(x, h, c):
+        h, c = module(x, (h, c))
+        h, c = module(x * 2, (h, c))
+        return (h.square() + c).sum()
+
+    compiled = torch.compile(step, fullgraph=True)
+    x = torch.randn(5, 12, device=device, requires_grad=True)
+    h, c = torch.randn(5, 16, device=device), torch.randn(5, 16, device=device)
+    compiled(x, h, c).backward()
+    grads = [x.grad.clone(), *(p.grad.clone() for p in module.parameters())]
+    x.grad = None
+    module.zero_grad()
+
+    def eager_step(x, h, c):
+        h, c = eager_lltm(x, module.weights, module.bias, h, c)
+        h, c = eager_lltm(x * 2, module.weights, module.bias, h, c)
+        return (h.square() + c).sum()
+
+    loss = eager_step(x, h, c)
+    loss.backward()
+    torch.testing.assert_close(compiled(x, h, c), loss, atol=1e-4, rtol=1e-5)
+    expected = [x.grad, *(p.grad for p in module.parameters())]
+    for mine, theirs in zip(grads, expected, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_matches_pure_pytorch_lltm(device):
+    torch.manual_seed(0)
+    module = wheelops.nn.LLTM(20, 30, device=device)
+    x = torch.randn(8, 20, device=device)
+    h, c = torch.randn(8, 30, device=device), torch.randn(8, 30, device=device)
+    new_h, new_cell = module(x, (h, c))
+    expected = eager_lltm(x, module.weights, module.bias, h, c)
+    torch.testing.assert_close(new_h, expected[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(new_cell, expected[1], atol=1e-5, rtol=1e-5)
+    (new_h.sum() + new_cell.sum()).backward()
+    grads = [p.grad.clone() for p in module.parameters()]
+    module.zero_grad()
+    sum(t.sum() for t in eager_lltm(x, module.weights, module.bias, h, c)).backward()
+    for mine, theirs in zip(grads, [p.grad for p in module.parameters()], strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-5)
+
+
+def test_module_parameters_and_init():
+    module = wheelops.nn.LLTM(input_features=7, state_size=16, dtype=torch.float64)
+    names = [name for name, _ in module.named_parameters()]
+    assert names == ["weights", "bias"]
+    assert module.weights.shape == (48, 23) and module.bias.shape == (48,)
+    assert module.weights.dtype == torch.float64
+    for p in module.parameters():
+        assert p.abs().max() <= 0.25 and p.abs().max() > 0.1  # uniform(-1/4, 1/4)
+    assert "input_features=7, state_size=16" in repr(module)
+    with pytest.raises(ValueError, match="'state_size' must be a positive int"):
+        wheelops.nn.LLTM(4, 0)
+    with pytest.raises(ValueError, match="'input_features' must be a positive int"):
+        wheelops.nn.LLTM(2.5, 4)
+
+
+def _good():
+    return list(make_inputs(4, 3, 5, torch.float32, "cpu"))
+
+
+def _with(index, value):
+    args = _good()
+    args[index] = value
+    return args
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (_with(1, torch.zeros(15, 7)), ValueError, r"'weights' must have shape \[15, 8\]"),
+        (_with(1, torch.zeros(16, 8)), ValueError, r"'weights' must have shape \[15, 8\]"),
+        (_with(2, torch.zeros(16)), ValueError, r"'bias' must have shape \[15\]"),
+        (_with(2, torch.zeros(1, 15)), ValueError, r"'bias' must have shape \[15\]"),
+        (_with(3, torch.zeros(3, 5)), ValueError, r"'old_h' must have shape \[4, 5\]"),
+        (_with(3, torch.zeros(4, 5, 1)), ValueError, "'old_h' must have shape"),
+        (_with(4, torch.zeros(4, 6)), ValueError, r"'old_cell' must have shape \[4, 5\]"),
+        (_with(0, torch.zeros(4)), ValueError, "'input' must have shape"),
+        (_with(0, torch.zeros(4, 3, dtype=torch.float64)), TypeError, "same dtype"),
+        (_with(4, torch.zeros(4, 5, dtype=torch.int32)), TypeError, "'old_cell' has dtype"),
+        (_with(1, [[0.0]]), TypeError, "'weights' must be a torch.Tensor"),
+    ],
+)
+def test_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.lltm(*args)
+
+
+def test_native_checks_reject_bad_input_too():
+    gates, cell = torch.zeros(4, 15), torch.zeros(4, 5)
+    with pytest.raises(RuntimeError, match=r"'gates' must have shape \[batch, 3 \* state_size\]"):
+        torch.ops.wheelops.lltm_gates.default(torch.zeros(4, 14), cell)
+    with pytest.raises(RuntimeError, match=r"'old_cell' must have shape \[4, 5\]"):
+        torch.ops.wheelops.lltm_gates.default(gates, torch.zeros(4, 6))
+    with pytest.raises(RuntimeError, match="'gates' and 'old_cell' must have the same dtype"):
+        torch.ops.wheelops.lltm_gates.default(gates, cell.double())
+    with pytest.raises(RuntimeError, match=r"'grad_h' must have shape \[4, 5\]"):
+        torch.ops.wheelops.lltm_gates_backward.default(torch.zeros(3, 5), cell, gates, cell)
+    with pytest.raises(RuntimeError, match="'grad_cell' has dtype"):
+        torch.ops.wheelops.lltm_gates_backward.default(cell, cell.int(), gates, cell)
+
+
+@pytest.mark.gpu
+def test_mixed_devices_rejected():
+    args = _good()
+    args[1] = args[1].cuda()
+    with pytest.raises(ValueError, match="same device"):
+        wheelops.lltm(*args)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ops.wheelops.lltm_gates.default(torch.zeros(4, 15, device="cuda"), torch.zeros(4, 5))
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_batch_on_a_side_stream(dtype):
+    inputs = make_inputs(4096, 256, 512, dtype, "cuda", seed=7, requires_grad=True)
+    grads = [torch.randn(4096, 512, device="cuda").to(dtype) for _ in range(2)]
+    (expected_h, expected_cell), expected_grads = float64_results(inputs, grads)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        new_h, new_cell = wheelops.lltm(*inputs)
+        ours = torch.autograd.grad((new_h, new_cell), inputs, grads)
+    torch.cuda.current_stream().wait_stream(stream)
+    # GEMM sums of 768 terms in reduced precision: allow their rounding too.
+    scale = 4.0 if dtype in (torch.float16, torch.bfloat16) else 1.0
+    assert_close(new_h, expected_h, dtype, scale)
+    assert_close(new_cell, expected_cell, dtype, scale)
+    for name, mine, theirs in zip(["x", "w", "b", "h", "c"], ours, expected_grads, strict=True):
+        batch_scale = 64.0 if name in ("w", "b") else 1.0
+        assert_close(mine, theirs, dtype, scale * batch_scale)

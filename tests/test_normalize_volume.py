@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from _helpers import DEVICES
+
+import wheelops
+
+ALL_VALUES = torch.arange(65536, dtype=torch.int32).to(torch.uint16)
+
+
+def reference(vol: torch.Tensor, max_value: float) -> torch.Tensor:
+    # The float64 quotient of two float32 values rounds to the correctly
+    # rounded float32 quotient (53 >= 2 * 24 + 2 bits), so this is exact.
+    divisor = torch.tensor(float(max_value), dtype=torch.float32).item()
+    return (vol.cpu().to(torch.int32).double() / divisor).float()
+
+
+def random_volume(shape: tuple[int, ...], device: str, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.randint(0, 65536, shape, generator=generator, dtype=torch.int32)
+    return values.to(torch.uint16).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "max_value", [65535, 4095, 1, 3, 1000.0, 0.1, 7.3, 1e-30, 1e30, 2**40 + 1, 12345.678]
+)
+def test_every_value_is_correctly_rounded(max_value, device):
+    out = wheelops.normalize_volume(ALL_VALUES.to(device), max_value)
+    assert out.dtype == torch.float32 and out.shape == (65536,) and out.is_contiguous()
+    assert torch.equal(out.cpu(), reference(ALL_VALUES, max_value))
+
+
+def test_is_a_true_division_not_a_reciprocal_multiply():
+    # For some divisors x * (1 / d) differs from x / d in float32; check we divide.
+    out = wheelops.normalize_volume(ALL_VALUES, 4095)
+    divided = ALL_VALUES.float() / torch.tensor(4095.0)
+    multiplied = ALL_VALUES.float() * (1 / torch.tensor(4095.0))
+    assert torch.equal(out, divided)
+    assert not torch.equal(out, multiplied)
+
+
+def test_no_clamping():
+    vol = torch.tensor([0, 100, 4095, 4096, 65535], dtype=torch.int32).to(torch.uint16)
+    out = wheelops.normalize_volume(vol, 4095)
+    assert out[-1] > 16 and out[3] > 1 and out[2] == 1 and out[0] == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "shape", [(0,), (1,), (7,), (9,), (3, 5), (4, 33), (2, 3, 64), (5, 0, 2), (8, 16, 17)]
+)
+def test_shapes(shape, device):
+    vol = random_volume(shape, device, seed=len(shape))
+    out = wheelops.normalize_volume(vol, 65535)
+    assert out.shape == shape and out.dtype == torch.float32
+    assert torch.equal(out.cpu(), reference(vol, 65535))
+
+
+def strided_volumes(vol: torch.Tensor) -> dict[str, torch.Tensor]:
+    d, h, w = vol.shape
+    flat = torch.zeros(vol.numel() + 1, dtype=vol.dtype, device=vol.device)
+    flat[1:] = vol.reshape(-1)
+    flat8 = torch.zeros(vol.numel() + 8, dtype=vol.dtype, device=vol.device)
+    flat8[8:] = vol.reshape(-1)
+    padded = torch.zeros(d, h, w + 3, dtype=vol.dtype, device=vol.device)
+    padded[..., 1 : w + 1] = vol
+    return {
+        "offset_by_one": flat[1:].view(d, h, w),  # contiguous, 2 bytes off 16-byte alignment
+        "offset_by_eight": flat8[8:].view(d, h, w),  # 16 bytes off: aligned again
+        "transposed": vol.transpose(0, 2).contiguous().transpose(0, 2),
+        "row_padded": padded[..., 1 : w + 1],
+        "every_other_slice": torch.stack([vol, vol], dim=1).reshape(2 * d, h, w)[::2],
+    }
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_non_contiguous_and_misaligned_views(device):
+    vol = random_volume((5, 6, 19), device, seed=7)
+    expected = reference(vol, 4095)
+    for name, view in strided_volumes(vol).items():
+        assert torch.equal(view.cpu(), vol.cpu()), name
+        assert torch.equal(wheelops.normalize_volume(view, 4095).cpu(), expected), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for shape in [(4, 5, 6), (17,), (0, 3)]:
+        vol = random_volume(shape, device)
+        torch.library.opcheck(torch.ops.wheelops.normalize_volume.default, (vol, 4095.0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph(device):
+    torch._dynamo.reset()
+    fn = torch.compile(lambda v: wheelops.normalize_volume(v, 4095) * 2, fullgraph=True)
+    vol = random_volume((3, 4, 21), device)
+    assert torch.equal(fn(vol).cpu(), reference(vol, 4095) * 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((torch.zeros(4, dtype=torch.int16), 1.0), TypeError, "'vol' has dtype torch.int16"),
+        ((torch.zeros(4, dtype=torch.int32), 1.0), TypeError, "expected torch.uint16"),
+        ((torch.zeros(4), 1.0), TypeError, "expected torch.uint16"),
+        (([0, 1, 2], 1.0), TypeError, "'vol' must be a torch.Tensor, got list"),
+        ((ALL_VALUES, 0), ValueError, "'max_value' must be positive and finite"),
+        ((ALL_VALUES, 0.0), ValueError, "'max_value' must be positive"),
+        ((ALL_VALUES, -4095), ValueError, "'max_value' must be positive"),
+        ((ALL_VALUES, math.nan), ValueError, "'max_value' must be positive and finite"),
+        ((ALL_VALUES, math.inf), ValueError, "'max_value' must be positive and finite"),
+        ((ALL_VALUES, 1e39), ValueError, "finite in float32"),
+        ((ALL_VALUES, 1e-46), ValueError, "positive and finite in float32"),
+        ((ALL_VALUES, 10**400), ValueError, "finite in float32"),
+        ((ALL_VALUES, "4095"), TypeError, "'max_value' must be a Python int or float, got str"),
+        ((ALL_VALUES, True), TypeError, "'max_value' must be a Python int or float, got bool"),
+        ((ALL_VALUES, torch.tensor(4095.0)), TypeError, "got Tensor"),
+        ((ALL_VALUES, None), TypeError, "got NoneType"),
+    ],
+)
+def test_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.normalize_volume(*args)
+
+
+def test_native_checks_reject_bad_input_too():
+    op = torch.ops.wheelops.normalize_volume.default
+    with pytest.raises(RuntimeError, match="'vol' has dtype Short; expected uint16"):
+        op(torch.zeros(4, dtype=torch.int16), 1.0)
+    for bad in (0.0, -1.0, math.nan, math.inf, 1e39, 1e-46):
+        with pytest.raises(RuntimeError, match="'max_value' must be positive and finite"):
+            op(ALL_VALUES, bad)
+
+
+@pytest.mark.gpu
+def test_typical_volume_on_gpu():
+    vol = random_volume((256, 512, 512), "cuda", seed=5)
+    out = wheelops.normalize_volume(vol, 4095)
+    assert torch.equal(out.cpu(), reference(vol, 4095))
+    del vol, out
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.gpu
+def test_side_stream():
+    vol = random_volume((33, 64, 65), "cuda", seed=6)
+    expected = reference(vol, 1000)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = wheelops.normalize_volume(vol, 1000)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert torch.equal(out.cpu(), expected)
+
+
+@pytest.mark.gpu
+def test_more_than_2_pow_31_elements():
+    n = 2**31 + 8  # 4 GiB in, 8 GiB out
+    vol = torch.zeros(n, dtype=torch.uint16, device="cuda")
+    tail = torch.arange(4096, dtype=torch.int32, device="cuda").to(torch.uint16)
+    vol[-4096:] = tail
+    vol[2**31 - 1 : 2**31 + 1] = 65535
+    out = wheelops.normalize_volume(vol, 65535)
+    expected_tail = reference(tail, 65535).cuda()
+    assert torch.equal(out[-4096:], expected_tail)
+    assert out[2**31 - 1].item() == 1.0 and out[2**31].item() == 1.0
+    assert out[2**31 - 8 : 2**31 - 1].eq(0).all() and out[2**31 + 1 : -4096].eq(0).all()
+    assert int(out.count_nonzero()) == 4095 + 2
+    del vol, out, tail, expected_tail
+    torch.cuda.empty_cache()
+    # The misaligned (scalar) path over 2**31 elements, too.
+    flat = torch.zeros(n + 1, dtype=torch.uint16, device="cuda")
+    flat[-1] = 65535
+    out = wheelops.normalize_volume(flat[1:], 65535)
+    assert out[-1].item() == 1.0 and int(out.count_nonzero()) == 1
+    del flat, out
+    torch.cuda.empty_cache()

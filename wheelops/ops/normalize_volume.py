@@ -1,0 +1,88 @@
+"""wheelops.normalize_volume: uint16 volumes to float32 in [0, 1] by one division."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from wheelops.ops import _checks
+
+__all__ = ["normalize_volume"]
+
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+# Half the smallest float32 subnormal: this and anything below rounds to 0.
+_FLOAT32_ROUNDS_TO_ZERO = 2.0**-150
+
+
+def _check(vol: object, max_value: object) -> None:
+    op = "normalize_volume"
+    if not isinstance(vol, torch.Tensor):
+        raise TypeError(
+            f"wheelops.{op}: argument 'vol' must be a torch.Tensor, got {type(vol).__name__}"
+        )
+    if vol.layout != torch.strided:
+        raise TypeError(
+            f"wheelops.{op}: argument 'vol' must be a dense (strided) tensor, "
+            f"got layout {vol.layout}"
+        )
+    if vol.dtype != torch.uint16:
+        raise TypeError(
+            f"wheelops.{op}: argument 'vol' has dtype {vol.dtype}; expected torch.uint16 "
+            "(e.g. vol.view(torch.uint16) for raw 16-bit scanner data read as int16)"
+        )
+    if vol.device.type not in _checks.SUPPORTED_DEVICE_TYPES:
+        raise ValueError(
+            f"wheelops.{op}: argument 'vol' is on device {vol.device}; wheelops runs on "
+            "cpu and cuda"
+        )
+    if isinstance(max_value, bool) or not isinstance(max_value, (int, float)):
+        raise TypeError(
+            f"wheelops.{op}: argument 'max_value' must be a Python int or float, "
+            f"got {type(max_value).__name__}"
+        )
+    try:
+        value = float(max_value)
+    except OverflowError:
+        value = math.inf
+    # float32(value) must be positive and finite: in plain Python (no tensors),
+    # so that this also runs in fake kernels and under torch.compile.
+    if not _FLOAT32_ROUNDS_TO_ZERO < value <= _FLOAT32_MAX:
+        raise ValueError(
+            f"wheelops.{op}: argument 'max_value' must be positive and finite in float32, "
+            f"got {max_value!r}"
+        )
+
+
+def normalize_volume(vol: torch.Tensor, max_value: float) -> torch.Tensor:
+    """Return ``vol / max_value`` as float32, for a uint16 volume, in one pass.
+
+    ``vol`` is ``torch.uint16`` of any shape (typically ``[D, H, W]``) and any
+    strides; ``max_value`` is a positive Python int or float, finite once
+    rounded to float32. Each element is ``float32(v) / float32(max_value)``:
+    one IEEE float32 division (every uint16 is exact in float32), so the
+    result is the correctly rounded quotient, bit for bit the same on CPU and
+    CUDA (no reciprocal multiply, no fast math). Values above ``max_value``
+    give results above 1: nothing is clamped (use ``.clamp_(0, 1)`` if you need
+    it). The result is contiguous float32 of ``vol``'s shape. Not
+    differentiable (integer input).
+
+    Example::
+
+        >>> vol = torch.tensor([0, 1024, 4095], dtype=torch.int32).to(torch.uint16)
+        >>> wheelops.normalize_volume(vol, 4095)
+        tensor([0.0000, 0.2501, 1.0000])
+    """
+    _check(vol, max_value)
+    _checks.runnable("normalize_volume", vol)
+    return torch.ops.wheelops.normalize_volume.default(vol, float(max_value))
+
+
+def _fake(vol: torch.Tensor, max_value: float) -> torch.Tensor:
+    _check(vol, max_value)
+    _checks.gpu_supported("normalize_volume", vol)
+    return vol.new_empty(vol.shape, dtype=torch.float32)
+
+
+def register() -> None:
+    torch.library.register_fake("wheelops::normalize_volume", _fake)
