@@ -14,7 +14,8 @@ class RMSNorm(torch.nn.Module):
     """``torch.nn.RMSNorm(normalized_shape)`` for the last dimension, fused.
 
     Same arguments, parameter (``weight`` initialised to ones) and state_dict
-    keys as ``torch.nn.RMSNorm``; ``eps=None`` means ``torch.finfo(x.dtype).eps``.
+    keys as ``torch.nn.RMSNorm``; ``eps=None`` uses PyTorch's default (see
+    ``wheelops.rms_norm``).
     ``normalized_shape`` is the size of the last dimension (an int, or a
     one-element tuple).
     """

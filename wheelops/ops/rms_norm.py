@@ -11,6 +11,11 @@ from wheelops.ops import _checks, _norm_checks
 __all__ = ["rms_norm"]
 
 
+def default_eps(dtype: torch.dtype) -> float:
+    """What F.rms_norm uses for eps=None: the epsilon of its float32/float64 compute dtype."""
+    return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+
+
 def _check(op: str, x: torch.Tensor, weight: torch.Tensor | None, eps: object) -> float:
     _norm_checks.x_tensor(op, x)
     _norm_checks.param(op, "weight", weight, x)
@@ -23,7 +28,9 @@ def rms_norm(
     """Return ``F.rms_norm(x, (x.shape[-1],), weight, eps)``, fused.
 
     Normalizes over the last dimension only: ``x / sqrt(mean(x**2) + eps) *
-    weight``. ``eps=None`` means ``torch.finfo(x.dtype).eps``, as in PyTorch.
+    weight``. ``eps=None`` means the machine epsilon of the compute dtype, as
+    in PyTorch's kernels: ``torch.finfo(torch.float32).eps`` for float32,
+    float16 and bfloat16 input, ``torch.finfo(torch.float64).eps`` for float64.
     ``weight`` is optional, of shape ``[x.shape[-1]]`` and the dtype and device
     of ``x`` (float32, float16, bfloat16 or float64). Statistics are computed in
     float32 (float64 for float64 input) and each output is rounded once. The
@@ -40,7 +47,7 @@ def rms_norm(
     """
     _norm_checks.x_tensor("rms_norm", x)
     if eps is None:
-        eps = torch.finfo(x.dtype).eps
+        eps = default_eps(x.dtype)
     eps = _check("rms_norm", x, weight, eps)
     _checks.runnable("rms_norm", x)
     return torch.ops.wheelops.rms_norm.default(x, weight, eps)[0]
