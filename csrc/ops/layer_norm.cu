@@ -1,0 +1,29 @@
+// layer_norm forward and fused backward: CUDA entry points (kernels in norm_cuda.cuh).
+#include <torch/csrc/stable/library.h>
+
+#include <optional>
+#include <tuple>
+
+#include "norm_cuda.cuh"
+
+namespace wheelops {
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_cuda(
+    const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
+  return norm::cuda_impl::forward<true>(x, weight, bias, eps, "layer_norm");
+}
+
+std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>>
+layer_norm_backward_cuda(
+    const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+    std::optional<Tensor> weight, bool x_grad, bool weight_grad, bool bias_grad) {
+  return norm::cuda_impl::backward<true>(
+      grad, x, mean, rstd, weight, x_grad, weight_grad, bias_grad, "layer_norm_backward");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
+  m.impl("layer_norm", TORCH_BOX(&layer_norm_cuda));
+  m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward_cuda));
+}
+
+} // namespace wheelops

@@ -1,0 +1,96 @@
+// Argument checks and shapes shared by layer_norm and rms_norm (CPU and CUDA).
+//
+// Both ops normalize over the last dimension of x, viewed as [rows, cols], and
+// save per-row float32 statistics (float64 for float64 x) for the backward.
+#pragma once
+
+#include <torch/csrc/stable/tensor.h>
+
+#include <cmath>
+#include <optional>
+
+#include "wheelops/tensor_checks.h"
+
+namespace wheelops::norm {
+
+// x viewed as [rows, cols] with cols = the normalized (last) dimension.
+struct Shape {
+  int64_t rows;
+  int64_t cols;
+};
+
+inline Shape shape_of(const Tensor& x) {
+  const int64_t cols = x.size(x.dim() - 1);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) {
+    rows *= x.size(d);
+  }
+  return {rows, cols};
+}
+
+// The dtype of the saved mean/rstd: float32, or float64 for float64 x.
+inline ScalarType stats_dtype(ScalarType x_dtype) {
+  return x_dtype == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+}
+
+inline void check_x(const Tensor& x, const char* op) {
+  check_float_tensor(x, op, "x");
+  WHEELOPS_CHECK(
+      x.dim() >= 1, "wheelops.", op, ": argument 'x' must have at least one dimension");
+}
+
+// weight / bias: absent, or [cols] with x's dtype and device.
+inline void check_param(
+    const std::optional<Tensor>& p, const char* name, const Tensor& x, const char* op) {
+  if (!p.has_value()) {
+    return;
+  }
+  check_float_tensor(*p, op, name);
+  check_same_device(x, "x", *p, name, op);
+  check_same_dtype(x, "x", *p, name, op);
+  const int64_t cols = x.size(x.dim() - 1);
+  WHEELOPS_CHECK(
+      p->dim() == 1 && p->size(0) == cols, "wheelops.", op, ": argument '", name,
+      "' must have shape [", cols, "] (the last dimension of 'x'), got ", shape_string(*p));
+}
+
+inline void check_eps(double eps, const char* op) {
+  WHEELOPS_CHECK(
+      eps >= 0.0 && !std::isnan(eps), "wheelops.", op,
+      ": argument 'eps' must be a non-negative number, got ", eps);
+}
+
+// A per-row statistic (mean or rstd) saved by the forward: [rows], stats dtype.
+inline void check_stat(const Tensor& s, const char* name, const Tensor& x, const char* op) {
+  check_same_device(x, "x", s, name, op);
+  const ScalarType want = stats_dtype(x.scalar_type());
+  WHEELOPS_CHECK(
+      s.scalar_type() == want, "wheelops.", op, ": argument '", name, "' must have dtype ",
+      torch::headeronly::toString(want), " for x of dtype ",
+      torch::headeronly::toString(x.scalar_type()), ", got ",
+      torch::headeronly::toString(s.scalar_type()));
+  const int64_t rows = shape_of(x).rows;
+  WHEELOPS_CHECK(
+      s.dim() == 1 && s.size(0) == rows, "wheelops.", op, ": argument '", name,
+      "' must have shape [", rows, "] (one value per row of 'x'), got ", shape_string(s));
+}
+
+inline void check_backward_args(
+    const Tensor& grad, const Tensor& x, const std::optional<Tensor>& mean, const Tensor& rstd,
+    const std::optional<Tensor>& weight, bool weight_grad, const char* op) {
+  check_x(x, op);
+  check_float_tensor(grad, op, "grad");
+  check_same_device(grad, "grad", x, "x", op);
+  check_same_dtype(grad, "grad", x, "x", op);
+  check_same_shape(grad, "grad", x, "x", op);
+  if (mean.has_value()) {
+    check_stat(*mean, "mean", x, op);
+  }
+  check_stat(rstd, "rstd", x, op);
+  check_param(weight, "weight", x, op);
+  WHEELOPS_CHECK(
+      weight.has_value() || !weight_grad, "wheelops.", op,
+      ": the gradient of 'weight' was requested but 'weight' is None");
+}
+
+} // namespace wheelops::norm

@@ -1,0 +1,231 @@
+// CPU kernels of layer_norm (kCentered) and rms_norm (!kCentered).
+//
+// Rows run in parallel; every sum is accumulated in float64 and the statistics
+// are rounded once to the stats dtype. The weight/bias gradients are column
+// sums: each task owns a block of columns and walks all rows in order, so the
+// result does not depend on the thread count (bitwise deterministic).
+#pragma once
+
+#include <torch/csrc/stable/ops.h>
+
+#include <cmath>
+#include <optional>
+#include <tuple>
+
+#include "norm.h"
+#include "wheelops/cpu_loop.h"
+#include "wheelops/dispatch.h"
+
+namespace wheelops::norm::cpu_impl {
+
+constexpr int64_t kColumnBlock = 64;
+
+inline int64_t row_grain(int64_t cols) {
+  return cols > 0 ? wheelops::cpu::kGrainSize / cols + 1 : wheelops::cpu::kGrainSize;
+}
+
+// S: the stats type (float, or double for double).
+template <typename T, bool kCentered>
+void forward_rows(
+    const T* x, const T* w, const T* b, T* out, acc_type<T>* mean, acc_type<T>* rstd,
+    Shape shape, double eps) {
+  using S = acc_type<T>;
+  const int64_t cols = shape.cols;
+  wheelops::cpu::parallel_range(shape.rows, row_grain(cols), [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = x + r * cols;
+      T* outr = out + r * cols;
+      double mu = 0.0;
+      if constexpr (kCentered) {
+        double sum = 0.0;
+        for (int64_t c = 0; c < cols; ++c) {
+          sum += static_cast<double>(xr[c]);
+        }
+        mu = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
+      }
+      double sq = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double d = static_cast<double>(xr[c]) - mu;
+        sq += d * d;
+      }
+      const double var = cols > 0 ? sq / static_cast<double>(cols) : 0.0;
+      const double rs = 1.0 / std::sqrt(var + eps);
+      for (int64_t c = 0; c < cols; ++c) {
+        double y = (static_cast<double>(xr[c]) - mu) * rs;
+        if (w != nullptr) {
+          y *= static_cast<double>(w[c]);
+        }
+        if (b != nullptr) {
+          y += static_cast<double>(b[c]);
+        }
+        outr[c] = static_cast<T>(y);
+      }
+      if constexpr (kCentered) {
+        mean[r] = static_cast<S>(mu);
+      }
+      rstd[r] = static_cast<S>(rs);
+    }
+  });
+}
+
+// grad_x = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)); rms_norm drops mean(g*w).
+template <typename T, bool kCentered>
+void backward_grad_x(
+    const T* grad, const T* x, const acc_type<T>* mean, const acc_type<T>* rstd, const T* w,
+    T* grad_x, Shape shape) {
+  const int64_t cols = shape.cols;
+  wheelops::cpu::parallel_range(shape.rows, row_grain(cols), [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t base = r * cols;
+      const double mu = kCentered ? static_cast<double>(mean[r]) : 0.0;
+      const double rs = static_cast<double>(rstd[r]);
+      double dot = 0.0;  // sum of g*w*xhat
+      double sum = 0.0;  // sum of g*w
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xhat = (static_cast<double>(x[base + c]) - mu) * rs;
+        double gw = static_cast<double>(grad[base + c]);
+        if (w != nullptr) {
+          gw *= static_cast<double>(w[c]);
+        }
+        dot += gw * xhat;
+        sum += gw;
+      }
+      const double inv_cols = 1.0 / static_cast<double>(cols);
+      const double mean_gw = kCentered ? sum * inv_cols : 0.0;
+      const double mean_dot = dot * inv_cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xhat = (static_cast<double>(x[base + c]) - mu) * rs;
+        double gw = static_cast<double>(grad[base + c]);
+        if (w != nullptr) {
+          gw *= static_cast<double>(w[c]);
+        }
+        grad_x[base + c] = static_cast<T>(rs * (gw - mean_gw - xhat * mean_dot));
+      }
+    }
+  });
+}
+
+// grad_w = sum over rows of g * xhat, grad_b = sum over rows of g (either may be null).
+template <typename T, bool kCentered>
+void backward_columns(
+    const T* grad, const T* x, const acc_type<T>* mean, const acc_type<T>* rstd, T* grad_w,
+    T* grad_b, Shape shape) {
+  const int64_t blocks = (shape.cols + kColumnBlock - 1) / kColumnBlock;
+  const int64_t per_block = shape.rows * kColumnBlock;
+  const int64_t grain = per_block > 0 ? wheelops::cpu::kGrainSize / per_block + 1 : 1;
+  wheelops::cpu::parallel_range(blocks, grain, [=](int64_t begin, int64_t end) {
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t c0 = blk * kColumnBlock;
+      const int64_t c1 = c0 + kColumnBlock < shape.cols ? c0 + kColumnBlock : shape.cols;
+      double sum_w[kColumnBlock] = {};
+      double sum_b[kColumnBlock] = {};
+      for (int64_t r = 0; r < shape.rows; ++r) {
+        const int64_t base = r * shape.cols;
+        const double mu = kCentered ? static_cast<double>(mean[r]) : 0.0;
+        const double rs = static_cast<double>(rstd[r]);
+        for (int64_t c = c0; c < c1; ++c) {
+          const double g = static_cast<double>(grad[base + c]);
+          sum_w[c - c0] += g * (static_cast<double>(x[base + c]) - mu) * rs;
+          sum_b[c - c0] += g;
+        }
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        if (grad_w != nullptr) {
+          grad_w[c] = static_cast<T>(sum_w[c - c0]);
+        }
+        if (grad_b != nullptr) {
+          grad_b[c] = static_cast<T>(sum_b[c - c0]);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+const T* data_or_null(const std::optional<Tensor>& t) {
+  return t.has_value() ? t->const_data_ptr<T>() : nullptr;
+}
+
+template <typename T>
+T* mutable_data_or_null(std::optional<Tensor>& t) {
+  return t.has_value() ? t->mutable_data_ptr<T>() : nullptr;
+}
+
+inline std::optional<Tensor> contiguous_or_null(const std::optional<Tensor>& t) {
+  if (!t.has_value()) {
+    return std::nullopt;
+  }
+  return torch::stable::contiguous(*t);
+}
+
+// Forward: (out, mean, rstd); rms_norm returns mean as an empty placeholder
+// and its op drops it.
+template <bool kCentered>
+std::tuple<Tensor, Tensor, Tensor> forward(
+    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+    double eps, const char* op) {
+  check_x(x, op);
+  check_param(weight, "weight", x, op);
+  check_param(bias, "bias", x, op);
+  check_eps(eps, op);
+  const Tensor x_c = torch::stable::contiguous(x);
+  const std::optional<Tensor> w_c = contiguous_or_null(weight);
+  const std::optional<Tensor> b_c = contiguous_or_null(bias);
+  const Shape shape = shape_of(x_c);
+  const ScalarType sdt = stats_dtype(x_c.scalar_type());
+  Tensor out = torch::stable::empty_like(x_c);
+  Tensor mean = torch::stable::new_empty(x_c, {kCentered ? shape.rows : 0}, sdt);
+  Tensor rstd = torch::stable::new_empty(x_c, {shape.rows}, sdt);
+  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using S = acc_type<T>;
+    forward_rows<T, kCentered>(
+        x_c.const_data_ptr<T>(), data_or_null<T>(w_c), data_or_null<T>(b_c),
+        out.mutable_data_ptr<T>(), kCentered ? mean.mutable_data_ptr<S>() : nullptr,
+        rstd.mutable_data_ptr<S>(), shape, eps);
+  });
+  return {out, mean, rstd};
+}
+
+template <bool kCentered>
+std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> backward(
+    const Tensor& grad, const Tensor& x, const std::optional<Tensor>& mean, const Tensor& rstd,
+    const std::optional<Tensor>& weight, bool x_grad, bool weight_grad, bool bias_grad,
+    const char* op) {
+  check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
+  const Tensor g_c = torch::stable::contiguous(grad);
+  const Tensor x_c = torch::stable::contiguous(x);
+  const std::optional<Tensor> m_c = contiguous_or_null(mean);
+  const Tensor r_c = torch::stable::contiguous(rstd);
+  const std::optional<Tensor> w_c = contiguous_or_null(weight);
+  const Shape shape = shape_of(x_c);
+  std::optional<Tensor> grad_x, grad_w, grad_b;
+  if (x_grad) {
+    grad_x = torch::stable::empty_like(x_c);
+  }
+  if (weight_grad) {
+    grad_w = torch::stable::new_empty(x_c, {shape.cols});
+  }
+  if (bias_grad) {
+    grad_b = torch::stable::new_empty(x_c, {shape.cols});
+  }
+  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using S = acc_type<T>;
+    const S* pm = kCentered ? m_c->template const_data_ptr<S>() : nullptr;
+    const S* pr = r_c.const_data_ptr<S>();
+    if (x_grad) {
+      backward_grad_x<T, kCentered>(
+          g_c.const_data_ptr<T>(), x_c.const_data_ptr<T>(), pm, pr, data_or_null<T>(w_c),
+          grad_x->template mutable_data_ptr<T>(), shape);
+    }
+    if (weight_grad || bias_grad) {
+      backward_columns<T, kCentered>(
+          g_c.const_data_ptr<T>(), x_c.const_data_ptr<T>(), pm, pr, mutable_data_or_null<T>(grad_w),
+          mutable_data_or_null<T>(grad_b), shape);
+    }
+  });
+  return {grad_x, grad_w, grad_b};
+}
+
+} // namespace wheelops::norm::cpu_impl

@@ -1,0 +1,861 @@
+// CUDA kernels of layer_norm (kCentered) and rms_norm (!kCentered).
+//
+// Why this shape: a norm is memory-bound, so the only goal is to move each byte
+// once. Forward reads x once and writes out once (plus 4-8 bytes of stats per
+// row); backward reads x and grad once and writes grad_x once.
+//
+// * Rows that fit are held in registers: each thread loads kN 16-byte vectors
+//   of its row (columns tx, tx + TX, ... in vector units, so a warp's loads are
+//   contiguous) and keeps them as raw T (half the registers of float for
+//   16-bit types). The mean and then the centred variance are computed from
+//   registers: two exact passes, no sum-of-squares cancellation, one read.
+// * A row is handled by TX threads (a warp, or a whole block for long rows;
+//   TX and kN are picked from the row length on the host so each thread does
+//   1-4 vectors). Short rows put TY rows in one block so blocks stay large.
+// * Rows too long for registers (> 64 KiB of one tensor per row) or grad
+//   accumulators too large for shared memory use a fallback that re-reads the
+//   row from global memory (mostly served by L2): correct for any length.
+// * Backward weight/bias gradients are column sums over all rows. A persistent
+//   grid (as many blocks as fit on the GPU) walks the rows; each thread adds
+//   g * xhat and g for the columns it owns into shared memory (its own slots,
+//   thread-major so banks do not conflict), then the block writes
+//   partial[block, cols] in float32 and a second kernel sums the partials in a
+//   fixed order. No atomics: results are bitwise the same run to run.
+// * 16-byte vectors need every pointer 16-byte aligned and cols % vector width
+//   == 0; otherwise the same kernels run with one element per access.
+// * Rows run over gridDim.x with a grid-stride loop (never gridDim.y), and
+//   every index over tensor sizes is int64.
+#pragma once
+
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/ops.h>
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <initializer_list>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+
+#include "norm.h"
+#include "wheelops/block_reduce.cuh"
+#include "wheelops/cuda_runtime.cuh"
+#include "wheelops/dispatch.h"
+#include "wheelops/vectorized.cuh"
+
+namespace wheelops::norm::cuda_impl {
+namespace {
+
+using wheelops::cuda::kWarpSize;
+using wheelops::cuda::SumOp;
+using wheelops::cuda::Vec;
+using wheelops::cuda::warp_allreduce;
+
+constexpr int kMaxThreads = 1024;
+// Rows per block when a row spans more than one warp (TX >= 64): 1024 / 64.
+constexpr int kMaxGroups = kMaxThreads / (2 * kWarpSize);
+// A row's threads aim for this many; more vectors per thread before more threads.
+constexpr int kPreferredRowThreads = 256;
+constexpr int kForwardBlockThreads = 256;
+constexpr int kBackwardBlockThreads = 512;
+// Keep room for several backward blocks per SM where the columns allow it.
+constexpr size_t kPreferredBackwardSmem = 96 * 1024;
+
+__device__ __forceinline__ float sqrt_(float v) { return sqrtf(v); }
+__device__ __forceinline__ double sqrt_(double v) { return sqrt(v); }
+
+// Sums over the TX threads of this thread's row group (threadIdx.y). Every
+// thread of the block must call it (it synchronises when TX > 32).
+// scratch: __shared__ A[kMaxGroups * 2 * kWarpSize].
+template <typename A>
+__device__ __forceinline__ void row_sum2(A& first, A& second, A* scratch) {
+  first = warp_allreduce(first, SumOp{});
+  second = warp_allreduce(second, SumOp{});
+  if (blockDim.x == kWarpSize) {
+    return;
+  }
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  A* s = scratch + threadIdx.y * 2 * kWarpSize;
+  __syncthreads();  // a previous call may still be reading scratch
+  if (lane == 0) {
+    s[warp] = first;
+    s[kWarpSize + warp] = second;
+  }
+  __syncthreads();
+  first = warp_allreduce(lane < warps ? s[lane] : A(0), SumOp{});
+  second = warp_allreduce(lane < warps ? s[kWarpSize + lane] : A(0), SumOp{});
+}
+
+template <typename A>
+__device__ __forceinline__ A row_sum(A value, A* scratch) {
+  A unused = A(0);
+  row_sum2(value, unused, scratch);
+  return value;
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ Vec<T, kVec> load(const T* p, int64_t vec_index) {
+  return reinterpret_cast<const Vec<T, kVec>*>(p)[vec_index];
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ void store(T* p, int64_t vec_index, const Vec<T, kVec>& v) {
+  reinterpret_cast<Vec<T, kVec>*>(p)[vec_index] = v;
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ Vec<T, kVec> zeros() {
+  Vec<T, kVec> v;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    v.val[j] = T(0);
+  }
+  return v;
+}
+
+template <typename A>
+__device__ __forceinline__ A rstd_of(A sum_sq, int64_t cols, A eps) {
+  const A var = cols > 0 ? sum_sq / static_cast<A>(cols) : A(0);
+  return A(1) / sqrt_(var + eps);
+}
+
+// ---------------------------------------------------------------- forward
+
+// out = (x - mean) * rstd * w + b for rows held in registers; block (TX, TY).
+template <typename T, int kVec, int kN, bool kCentered>
+__global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+    T* __restrict__ out, acc_type<T>* __restrict__ mean_out, acc_type<T>* __restrict__ rstd_out,
+    int64_t rows, int64_t cols, acc_type<T> eps) {
+  using A = acc_type<T>;
+  __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
+  const int64_t vecs = cols / kVec;
+  const int64_t row_step = int64_t{gridDim.x} * blockDim.y;
+  for (int64_t row0 = int64_t{blockIdx.x} * blockDim.y; row0 < rows; row0 += row_step) {
+    const int64_t row = row0 + threadIdx.y;
+    const bool active = row < rows;
+    const T* xr = x + (active ? row : 0) * cols;
+    Vec<T, kVec> v[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
+      v[i] = active && idx < vecs ? load<T, kVec>(xr, idx) : zeros<T, kVec>();
+    }
+    A mean = A(0);
+    if constexpr (kCentered) {
+      A sum = A(0);
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          sum += static_cast<A>(v[i].val[j]);
+        }
+      }
+      sum = row_sum(sum, scratch);
+      mean = cols > 0 ? sum / static_cast<A>(cols) : A(0);
+    }
+    A sum_sq = A(0);
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
+      if (idx < vecs) {  // padding would add (0 - mean)^2
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const A d = static_cast<A>(v[i].val[j]) - mean;
+          sum_sq += d * d;
+        }
+      }
+    }
+    sum_sq = row_sum(sum_sq, scratch);
+    const A rstd = rstd_of(sum_sq, cols, eps);
+    if (!active) {
+      continue;
+    }
+    if (threadIdx.x == 0) {
+      if constexpr (kCentered) {
+        mean_out[row] = mean;
+      }
+      rstd_out[row] = rstd;
+    }
+    T* outr = out + row * cols;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
+      if (idx < vecs) {
+        const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+        const Vec<T, kVec> bv = b != nullptr ? load<T, kVec>(b, idx) : zeros<T, kVec>();
+        Vec<T, kVec> y;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          A r = (static_cast<A>(v[i].val[j]) - mean) * rstd;
+          if (w != nullptr) {
+            r *= static_cast<A>(wv.val[j]);
+          }
+          if (b != nullptr) {
+            r += static_cast<A>(bv.val[j]);
+          }
+          y.val[j] = static_cast<T>(r);
+        }
+        store<T, kVec>(outr, idx, y);
+      }
+    }
+  }
+}
+
+// The same for rows of any length, re-reading the row; one row per block (TY = 1).
+template <typename T, int kVec, bool kCentered>
+__global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+    T* __restrict__ out, acc_type<T>* __restrict__ mean_out, acc_type<T>* __restrict__ rstd_out,
+    int64_t rows, int64_t cols, acc_type<T> eps) {
+  using A = acc_type<T>;
+  __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
+  const int64_t vecs = cols / kVec;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    A mean = A(0);
+    if constexpr (kCentered) {
+      A sum = A(0);
+      for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
+        const Vec<T, kVec> v = load<T, kVec>(xr, idx);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          sum += static_cast<A>(v.val[j]);
+        }
+      }
+      sum = row_sum(sum, scratch);
+      mean = cols > 0 ? sum / static_cast<A>(cols) : A(0);
+    }
+    A sum_sq = A(0);
+    for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
+      const Vec<T, kVec> v = load<T, kVec>(xr, idx);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const A d = static_cast<A>(v.val[j]) - mean;
+        sum_sq += d * d;
+      }
+    }
+    sum_sq = row_sum(sum_sq, scratch);
+    const A rstd = rstd_of(sum_sq, cols, eps);
+    if (threadIdx.x == 0) {
+      if constexpr (kCentered) {
+        mean_out[row] = mean;
+      }
+      rstd_out[row] = rstd;
+    }
+    T* outr = out + row * cols;
+    for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
+      const Vec<T, kVec> v = load<T, kVec>(xr, idx);
+      const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> bv = b != nullptr ? load<T, kVec>(b, idx) : zeros<T, kVec>();
+      Vec<T, kVec> y;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        A r = (static_cast<A>(v.val[j]) - mean) * rstd;
+        if (w != nullptr) {
+          r *= static_cast<A>(wv.val[j]);
+        }
+        if (b != nullptr) {
+          r += static_cast<A>(bv.val[j]);
+        }
+        y.val[j] = static_cast<T>(r);
+      }
+      store<T, kVec>(outr, idx, y);
+    }
+  }
+}
+
+// --------------------------------------------------------------- backward
+
+// Where the weight/bias gradient sums go: per-block shared accumulators, laid
+// out [TY][slots][kN][kVec][TX] (thread-major: a warp's accesses hit distinct
+// banks), then partial[block][slots][cols].
+template <typename A>
+struct Partials {
+  A* partial;    // [gridDim.x][slots][cols], or null when no column sums are wanted
+  int weight;    // slot of the weight gradient, -1 if not wanted
+  int bias;      // slot of the bias gradient, -1 if not wanted
+  int slots;     // number of wanted sums (0, 1 or 2)
+};
+
+// grad_x = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) (rms_norm: no
+// mean(g*w) term) for rows held in registers, and the column sums of g*xhat
+// and g for this block's rows.
+template <typename T, int kVec, int kN, bool kCentered>
+__global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
+    const T* __restrict__ grad, const T* __restrict__ x, const acc_type<T>* __restrict__ mean,
+    const acc_type<T>* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ grad_x,
+    Partials<acc_type<T>> sums, int64_t rows, int64_t cols) {
+  using A = acc_type<T>;
+  __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
+  extern __shared__ __align__(16) unsigned char acc_bytes[];
+  A* acc = reinterpret_cast<A*>(acc_bytes);
+  const int tx = threadIdx.x;
+  const int TX = blockDim.x;
+  const int per_slot = kN * kVec * TX;              // accumulators per (row group, slot)
+  A* my_acc = acc + int64_t{threadIdx.y} * sums.slots * per_slot + tx;
+  const bool want_sums = sums.partial != nullptr;
+  A* const acc_w = sums.weight >= 0 ? my_acc + sums.weight * per_slot : nullptr;
+  A* const acc_b = sums.bias >= 0 ? my_acc + sums.bias * per_slot : nullptr;
+  if (want_sums) {
+    for (int k = 0; k < sums.slots * kN * kVec; ++k) {
+      my_acc[k * TX] = A(0);
+    }
+  }
+  const int64_t vecs = cols / kVec;
+  const int64_t row_step = int64_t{gridDim.x} * blockDim.y;
+  for (int64_t row0 = int64_t{blockIdx.x} * blockDim.y; row0 < rows; row0 += row_step) {
+    const int64_t row = row0 + threadIdx.y;
+    const bool active = row < rows;
+    const int64_t base = (active ? row : 0) * cols;
+    const A mu = kCentered && active ? mean[row] : A(0);
+    const A rs = active ? rstd[row] : A(0);
+    Vec<T, kVec> xv[kN];
+    Vec<T, kVec> gv[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = tx + int64_t{i} * TX;
+      const bool in_row = active && idx < vecs;
+      xv[i] = in_row ? load<T, kVec>(x + base, idx) : zeros<T, kVec>();
+      gv[i] = in_row ? load<T, kVec>(grad + base, idx) : zeros<T, kVec>();
+    }
+    A dot = A(0);  // sum of g*w*xhat
+    A sum = A(0);  // sum of g*w
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = tx + int64_t{i} * TX;
+      const Vec<T, kVec> wv = w != nullptr && idx < vecs ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const A xhat = (static_cast<A>(xv[i].val[j]) - mu) * rs;
+        const A g = static_cast<A>(gv[i].val[j]);
+        const A gw = w != nullptr ? g * static_cast<A>(wv.val[j]) : g;
+        dot += gw * xhat;
+        sum += gw;
+        // Padding and inactive rows add exact zeros.
+        if (acc_w != nullptr) {
+          acc_w[(i * kVec + j) * TX] += g * xhat;
+        }
+        if (acc_b != nullptr) {
+          acc_b[(i * kVec + j) * TX] += g;
+        }
+      }
+    }
+    row_sum2(dot, sum, scratch);
+    if (grad_x == nullptr || !active) {
+      continue;
+    }
+    const A mean_dot = cols > 0 ? dot / static_cast<A>(cols) : A(0);
+    const A mean_gw = kCentered && cols > 0 ? sum / static_cast<A>(cols) : A(0);
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = tx + int64_t{i} * TX;
+      if (idx < vecs) {
+        const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+        Vec<T, kVec> dx;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const A xhat = (static_cast<A>(xv[i].val[j]) - mu) * rs;
+          const A g = static_cast<A>(gv[i].val[j]);
+          const A gw = w != nullptr ? g * static_cast<A>(wv.val[j]) : g;
+          dx.val[j] = static_cast<T>(rs * (gw - mean_gw - xhat * mean_dot));
+        }
+        store<T, kVec>(grad_x + base, idx, dx);
+      }
+    }
+  }
+  if (!want_sums) {
+    return;
+  }
+  __syncthreads();
+  // Fixed order over the row groups; slot s decodes to (sum, i, j, tx).
+  const int64_t group_size = int64_t{sums.slots} * per_slot;
+  const int threads = TX * blockDim.y;
+  for (int s = threadIdx.y * TX + tx; s < group_size; s += threads) {
+    A total = A(0);
+    for (int y = 0; y < static_cast<int>(blockDim.y); ++y) {
+      total += acc[y * group_size + s];
+    }
+    const int t = s % TX;
+    int rest = s / TX;
+    const int j = rest % kVec;
+    rest /= kVec;
+    const int i = rest % kN;
+    const int slot = rest / kN;
+    const int64_t col = (int64_t{i} * TX + t) * kVec + j;
+    if (col < cols) {
+      sums.partial[(int64_t{blockIdx.x} * sums.slots + slot) * cols + col] = total;
+    }
+  }
+}
+
+// grad_x for rows of any length, re-reading the row; one row per block.
+template <typename T, int kVec, bool kCentered>
+__global__ void __launch_bounds__(kMaxThreads) backward_long_rows_kernel(
+    const T* __restrict__ grad, const T* __restrict__ x, const acc_type<T>* __restrict__ mean,
+    const acc_type<T>* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ grad_x,
+    int64_t rows, int64_t cols) {
+  using A = acc_type<T>;
+  __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
+  const int64_t vecs = cols / kVec;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * cols;
+    const A mu = kCentered ? mean[row] : A(0);
+    const A rs = rstd[row];
+    A dot = A(0);
+    A sum = A(0);
+    for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
+      const Vec<T, kVec> xv = load<T, kVec>(x + base, idx);
+      const Vec<T, kVec> gv = load<T, kVec>(grad + base, idx);
+      const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const A xhat = (static_cast<A>(xv.val[j]) - mu) * rs;
+        const A g = static_cast<A>(gv.val[j]);
+        const A gw = w != nullptr ? g * static_cast<A>(wv.val[j]) : g;
+        dot += gw * xhat;
+        sum += gw;
+      }
+    }
+    row_sum2(dot, sum, scratch);
+    const A mean_dot = cols > 0 ? dot / static_cast<A>(cols) : A(0);
+    const A mean_gw = kCentered && cols > 0 ? sum / static_cast<A>(cols) : A(0);
+    for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
+      const Vec<T, kVec> xv = load<T, kVec>(x + base, idx);
+      const Vec<T, kVec> gv = load<T, kVec>(grad + base, idx);
+      const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+      Vec<T, kVec> dx;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const A xhat = (static_cast<A>(xv.val[j]) - mu) * rs;
+        const A g = static_cast<A>(gv.val[j]);
+        const A gw = w != nullptr ? g * static_cast<A>(wv.val[j]) : g;
+        dx.val[j] = static_cast<T>(rs * (gw - mean_gw - xhat * mean_dot));
+      }
+      store<T, kVec>(grad_x + base, idx, dx);
+    }
+  }
+}
+
+constexpr int kColumnTileX = 32;
+constexpr int kColumnTileY = 8;
+
+// Column sums of g*xhat and g for the fallback path: block (32 columns, 8 row
+// lanes), rows strided over gridDim.y splits; writes partial[blockIdx.y].
+template <typename T, bool kCentered>
+__global__ void column_sums_kernel(
+    const T* __restrict__ grad, const T* __restrict__ x, const acc_type<T>* __restrict__ mean,
+    const acc_type<T>* __restrict__ rstd, Partials<acc_type<T>> sums, int64_t rows,
+    int64_t cols) {
+  using A = acc_type<T>;
+  __shared__ A shared[2][kColumnTileY][kColumnTileX];
+  const int64_t col = int64_t{blockIdx.x} * kColumnTileX + threadIdx.x;
+  A sum_w = A(0);
+  A sum_b = A(0);
+  if (col < cols) {
+    const int64_t step = int64_t{gridDim.y} * kColumnTileY;
+    for (int64_t r = int64_t{blockIdx.y} * kColumnTileY + threadIdx.y; r < rows; r += step) {
+      const A g = static_cast<A>(grad[r * cols + col]);
+      const A mu = kCentered ? mean[r] : A(0);
+      sum_w += g * ((static_cast<A>(x[r * cols + col]) - mu) * rstd[r]);
+      sum_b += g;
+    }
+  }
+  shared[0][threadIdx.y][threadIdx.x] = sum_w;
+  shared[1][threadIdx.y][threadIdx.x] = sum_b;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= cols) {
+    return;
+  }
+  for (int y = 1; y < kColumnTileY; ++y) {
+    sum_w += shared[0][y][threadIdx.x];
+    sum_b += shared[1][y][threadIdx.x];
+  }
+  A* out = sums.partial + int64_t{blockIdx.y} * sums.slots * cols;
+  if (sums.weight >= 0) {
+    out[sums.weight * cols + col] = sum_w;
+  }
+  if (sums.bias >= 0) {
+    out[sums.bias * cols + col] = sum_b;
+  }
+}
+
+constexpr int kSumTile = 32;
+
+// out[slot][col] = sum over splits of partial[split][slot][col], in a fixed
+// order: block (32 columns, 32 split lanes), lanes combined in lane order.
+template <typename T>
+__global__ void sum_partials_kernel(
+    const acc_type<T>* __restrict__ partial, int64_t splits, int64_t width,
+    T* __restrict__ first, T* __restrict__ second, int64_t cols) {
+  using A = acc_type<T>;
+  __shared__ A shared[kSumTile][kSumTile + 1];
+  const int64_t c = int64_t{blockIdx.x} * kSumTile + threadIdx.x;
+  A total = A(0);
+  if (c < width) {
+    for (int64_t s = threadIdx.y; s < splits; s += kSumTile) {
+      total += partial[s * width + c];
+    }
+  }
+  shared[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= width) {
+    return;
+  }
+  for (int y = 1; y < kSumTile; ++y) {
+    total += shared[y][threadIdx.x];
+  }
+  T* out = c < cols ? first : second;
+  out[c < cols ? c : c - cols] = static_cast<T>(total);
+}
+
+// ------------------------------------------------------------------- host
+
+struct RowConfig {
+  int n = 0;   // vectors per thread; 0: the row does not fit in registers
+  int tx = 0;  // threads per row
+};
+
+// The vectors-per-thread a kernel is instantiated for (ascending).
+struct Allowed {
+  int n[3];
+  int count;
+};
+
+// Sized so that a row's slice of x (and of grad) stays within ~32 registers:
+// 16-byte vectors up to 4 per thread, fewer in the backward of 16- and 64-bit
+// types, which holds two tensors and would spill; single elements (unaligned
+// or odd rows) more per thread, at the same register cost.
+template <typename T, int kVec, bool kBackward>
+constexpr Allowed allowed_n() {
+  if constexpr (kVec == 1) {
+    return {{1, 4, 8}, 3};
+  } else if constexpr (kBackward && sizeof(T) != 4) {
+    return {{1, 2, 2}, 2};
+  } else {
+    return {{1, 2, 4}, 3};
+  }
+}
+
+// The fewest vectors per thread that keep a row within kPreferredRowThreads
+// threads, else the most allowed within kMaxThreads.
+inline RowConfig pick_row_config(int64_t vecs, const Allowed& allowed) {
+  auto round_warp = [](int64_t t) {
+    const int64_t r = (t + kWarpSize - 1) / kWarpSize * kWarpSize;
+    return static_cast<int>(r > kWarpSize ? r : kWarpSize);
+  };
+  for (int k = 0; k < allowed.count; ++k) {
+    const int n = allowed.n[k];
+    const int64_t need = (vecs + n - 1) / n;
+    if (need <= kPreferredRowThreads) {
+      return {n, round_warp(need)};
+    }
+  }
+  const int n = allowed.n[allowed.count - 1];
+  const int64_t need = (vecs + n - 1) / n;
+  if (need <= kMaxThreads) {
+    return {n, round_warp(need)};
+  }
+  return {};
+}
+
+// fn(std::integral_constant<int, n>) for n, one of allowed_n's values.
+template <typename T, int kVec, bool kBackward, typename Fn>
+void dispatch_n(int n, Fn&& fn) {
+  constexpr Allowed a = allowed_n<T, kVec, kBackward>();
+  if (n == a.n[0]) {
+    return fn(std::integral_constant<int, a.n[0]>{});
+  }
+  if (n == a.n[1]) {
+    return fn(std::integral_constant<int, a.n[1]>{});
+  }
+  return fn(std::integral_constant<int, a.n[2]>{});
+}
+
+inline unsigned int capped_grid(int64_t wanted, int64_t cap) {
+  const int64_t g = wanted < cap ? wanted : cap;
+  return static_cast<unsigned int>(g > 0 ? g : 1);
+}
+
+inline int long_row_threads(int64_t vecs) {
+  int t = kWarpSize;
+  while (t < kMaxThreads && t < vecs) {
+    t *= 2;
+  }
+  return t;
+}
+
+template <typename T, int kVec, bool kCentered>
+void launch_forward(
+    const T* x, const T* w, const T* b, T* out, acc_type<T>* mean, acc_type<T>* rstd,
+    Shape shape, double eps, int32_t device, cudaStream_t stream, const char* op) {
+  using A = acc_type<T>;
+  const int64_t vecs = shape.cols / kVec;
+  const int64_t sms = cuda::multiprocessor_count(device);
+  const RowConfig cfg = pick_row_config(vecs, allowed_n<T, kVec, false>());
+  if (cfg.n == 0) {
+    const int threads = long_row_threads(vecs);
+    const unsigned int grid = capped_grid(shape.rows, sms * (2048 / threads) * 8);
+    forward_long_rows_kernel<T, kVec, kCentered><<<grid, threads, 0, stream>>>(
+        x, w, b, out, mean, rstd, shape.rows, shape.cols, static_cast<A>(eps));
+    WHEELOPS_CHECK_LAUNCH(op);
+    return;
+  }
+  const int ty = cfg.tx >= kForwardBlockThreads ? 1 : kForwardBlockThreads / cfg.tx;
+  const int64_t groups = (shape.rows + ty - 1) / ty;
+  const unsigned int grid = capped_grid(groups, sms * (2048 / (cfg.tx * ty)) * 8);
+  dispatch_n<T, kVec, false>(cfg.n, [&](auto n) {
+    forward_registers_kernel<T, kVec, decltype(n)::value, kCentered>
+        <<<grid, dim3(cfg.tx, ty), 0, stream>>>(
+            x, w, b, out, mean, rstd, shape.rows, shape.cols, static_cast<A>(eps));
+  });
+  WHEELOPS_CHECK_LAUNCH(op);
+}
+
+inline int max_dynamic_smem(int32_t device, const char* op) {
+  int bytes = 0;
+  WHEELOPS_CUDA_CHECK(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op);
+  return bytes;
+}
+
+// Grad pointers of one backward call, T-typed.
+template <typename T>
+struct BackwardArgs {
+  const T* grad;
+  const T* x;
+  const acc_type<T>* mean;
+  const acc_type<T>* rstd;
+  const T* w;
+  T* grad_x;     // null: not wanted
+  T* grad_w;     // null: not wanted
+  T* grad_b;     // null: not wanted
+};
+
+template <typename T>
+Partials<acc_type<T>> partial_layout(const BackwardArgs<T>& a) {
+  Partials<acc_type<T>> p{nullptr, -1, -1, 0};
+  if (a.grad_w != nullptr) {
+    p.weight = p.slots++;
+  }
+  if (a.grad_b != nullptr) {
+    p.bias = p.slots++;
+  }
+  return p;
+}
+
+// Sums partial[splits][slots][cols] into grad_w / grad_b (in slot order).
+template <typename T>
+void launch_sum_partials(
+    const BackwardArgs<T>& a, const Partials<acc_type<T>>& p, int64_t splits, int64_t cols,
+    cudaStream_t stream, const char* op) {
+  const int64_t width = p.slots * cols;
+  T* first = p.weight == 0 ? a.grad_w : a.grad_b;
+  T* second = a.grad_b;  // only read when slots == 2, where slot 1 is the bias
+  const unsigned int blocks = capped_grid((width + kSumTile - 1) / kSumTile, (int64_t{1} << 31) - 1);
+  sum_partials_kernel<T><<<blocks, dim3(kSumTile, kSumTile), 0, stream>>>(
+      p.partial, splits, width, first, second, cols);
+  WHEELOPS_CHECK_LAUNCH(op);
+}
+
+template <typename T, int kVec, bool kCentered>
+void launch_backward(
+    BackwardArgs<T> a, const Tensor& like, Shape shape, int32_t device, cudaStream_t stream,
+    const char* op) {
+  using A = acc_type<T>;
+  constexpr auto kAccType = std::is_same_v<A, double> ? ScalarType::Double : ScalarType::Float;
+  Partials<A> p = partial_layout(a);
+  const int64_t vecs = shape.cols / kVec;
+  const int64_t sms = cuda::multiprocessor_count(device);
+  const RowConfig cfg = pick_row_config(vecs, allowed_n<T, kVec, true>());
+  // Shared accumulators per row group: slots x (the row's padded length).
+  const size_t smem_per_group =
+      size_t(p.slots) * size_t(cfg.n) * kVec * size_t(cfg.tx) * sizeof(A);
+  const int smem_limit = max_dynamic_smem(device, op) - static_cast<int>(
+      kMaxGroups * 2 * kWarpSize * sizeof(A));
+  const bool registers = cfg.n > 0 && smem_per_group <= static_cast<size_t>(smem_limit);
+  if (registers) {
+    int ty = cfg.tx >= kBackwardBlockThreads ? 1 : kBackwardBlockThreads / cfg.tx;
+    while (ty > 1 && smem_per_group * ty > kPreferredBackwardSmem) {
+      ty /= 2;
+    }
+    const size_t smem = smem_per_group * ty;
+    const int64_t groups = (shape.rows + ty - 1) / ty;
+    dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
+      auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
+      WHEELOPS_CUDA_CHECK(
+          cudaFuncSetAttribute(
+              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          op);
+      int per_sm = 0;
+      WHEELOPS_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cfg.tx * ty, smem), op);
+      // Persistent: every block resident, so the partials stay few.
+      const unsigned int grid = capped_grid(groups, sms * (per_sm > 0 ? per_sm : 1));
+      Tensor partial;
+      if (p.slots > 0) {
+        partial = torch::stable::new_empty(like, {int64_t{grid}, int64_t{p.slots}, shape.cols}, kAccType);
+        p.partial = partial.mutable_data_ptr<A>();
+      }
+      kernel<<<grid, dim3(cfg.tx, ty), smem, stream>>>(
+          a.grad, a.x, a.mean, a.rstd, a.w, a.grad_x, p, shape.rows, shape.cols);
+      WHEELOPS_CHECK_LAUNCH(op);
+      if (p.slots > 0) {
+        launch_sum_partials(a, p, grid, shape.cols, stream, op);
+      }
+    });
+    return;
+  }
+  if (a.grad_x != nullptr) {
+    const int threads = long_row_threads(vecs);
+    const unsigned int grid = capped_grid(shape.rows, sms * (2048 / threads) * 8);
+    backward_long_rows_kernel<T, kVec, kCentered><<<grid, threads, 0, stream>>>(
+        a.grad, a.x, a.mean, a.rstd, a.w, a.grad_x, shape.rows, shape.cols);
+    WHEELOPS_CHECK_LAUNCH(op);
+  }
+  if (p.slots > 0) {
+    const int64_t tiles = (shape.cols + kColumnTileX - 1) / kColumnTileX;
+    const int64_t row_lanes = (shape.rows + kColumnTileY - 1) / kColumnTileY;
+    int64_t splits = (sms * 8 + tiles - 1) / tiles;
+    splits = splits < row_lanes ? splits : row_lanes;
+    splits = splits < 1024 ? splits : 1024;
+    splits = splits > 0 ? splits : 1;
+    Tensor partial = torch::stable::new_empty(like, {splits, int64_t{p.slots}, shape.cols}, kAccType);
+    p.partial = partial.mutable_data_ptr<A>();
+    const dim3 grid(static_cast<unsigned int>(tiles), static_cast<unsigned int>(splits));
+    column_sums_kernel<T, kCentered><<<grid, dim3(kColumnTileX, kColumnTileY), 0, stream>>>(
+        a.grad, a.x, a.mean, a.rstd, p, shape.rows, shape.cols);
+    WHEELOPS_CHECK_LAUNCH(op);
+    launch_sum_partials(a, p, splits, shape.cols, stream, op);
+  }
+}
+
+template <typename T>
+bool aligned16(std::initializer_list<const void*> pointers) {
+  for (const void* q : pointers) {
+    if (q != nullptr && !cuda::is_aligned_16(q)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <typename T>
+const T* data_or_null(const std::optional<Tensor>& t) {
+  return t.has_value() ? t->const_data_ptr<T>() : nullptr;
+}
+
+inline std::optional<Tensor> contiguous_or_null(const std::optional<Tensor>& t) {
+  if (!t.has_value()) {
+    return std::nullopt;
+  }
+  return torch::stable::contiguous(*t);
+}
+
+} // namespace
+
+template <bool kCentered>
+std::tuple<Tensor, Tensor, Tensor> forward(
+    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+    double eps, const char* op) {
+  check_x(x, op);
+  check_param(weight, "weight", x, op);
+  check_param(bias, "bias", x, op);
+  check_eps(eps, op);
+  const int32_t device = x.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const Tensor x_c = torch::stable::contiguous(x);
+  const std::optional<Tensor> w_c = contiguous_or_null(weight);
+  const std::optional<Tensor> b_c = contiguous_or_null(bias);
+  const Shape shape = shape_of(x_c);
+  const ScalarType sdt = stats_dtype(x_c.scalar_type());
+  Tensor out = torch::stable::empty_like(x_c);
+  Tensor mean = torch::stable::new_empty(x_c, {kCentered ? shape.rows : 0}, sdt);
+  Tensor rstd = torch::stable::new_empty(x_c, {shape.rows}, sdt);
+  if (shape.rows == 0) {
+    return {out, mean, rstd};
+  }
+  const cudaStream_t stream = cuda::current_stream(device, op);
+  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type<T>;
+    const T* px = x_c.const_data_ptr<T>();
+    const T* pw = data_or_null<T>(w_c);
+    const T* pb = data_or_null<T>(b_c);
+    T* po = out.mutable_data_ptr<T>();
+    A* pm = kCentered ? mean.mutable_data_ptr<A>() : nullptr;
+    A* pr = rstd.mutable_data_ptr<A>();
+    constexpr int kVec = cuda::kVecSize<T>;
+    if (shape.cols % kVec == 0 && aligned16<T>({px, pw, pb, po})) {
+      launch_forward<T, kVec, kCentered>(px, pw, pb, po, pm, pr, shape, eps, device, stream, op);
+    } else {
+      launch_forward<T, 1, kCentered>(px, pw, pb, po, pm, pr, shape, eps, device, stream, op);
+    }
+  });
+  return {out, mean, rstd};
+}
+
+template <bool kCentered>
+std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> backward(
+    const Tensor& grad, const Tensor& x, const std::optional<Tensor>& mean, const Tensor& rstd,
+    const std::optional<Tensor>& weight, bool x_grad, bool weight_grad, bool bias_grad,
+    const char* op) {
+  check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
+  const int32_t device = x.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const Tensor g_c = torch::stable::contiguous(grad);
+  const Tensor x_c = torch::stable::contiguous(x);
+  const std::optional<Tensor> m_c = contiguous_or_null(mean);
+  const Tensor r_c = torch::stable::contiguous(rstd);
+  const std::optional<Tensor> w_c = contiguous_or_null(weight);
+  const Shape shape = shape_of(x_c);
+  std::optional<Tensor> grad_x, grad_w, grad_b;
+  if (x_grad) {
+    grad_x = torch::stable::empty_like(x_c);
+  }
+  if (weight_grad) {
+    grad_w = torch::stable::new_empty(x_c, {shape.cols});
+  }
+  if (bias_grad) {
+    grad_b = torch::stable::new_empty(x_c, {shape.cols});
+  }
+  if (shape.rows == 0 || shape.cols == 0) {
+    // Nothing to read; column sums over no rows are zero.
+    if (grad_w.has_value()) {
+      torch::stable::zero_(*grad_w);
+    }
+    if (grad_b.has_value()) {
+      torch::stable::zero_(*grad_b);
+    }
+    return {grad_x, grad_w, grad_b};
+  }
+  if (!x_grad && !weight_grad && !bias_grad) {
+    return {grad_x, grad_w, grad_b};
+  }
+  const cudaStream_t stream = cuda::current_stream(device, op);
+  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type<T>;
+    BackwardArgs<T> a{
+        g_c.const_data_ptr<T>(),
+        x_c.const_data_ptr<T>(),
+        kCentered ? m_c->template const_data_ptr<A>() : nullptr,
+        r_c.const_data_ptr<A>(),
+        data_or_null<T>(w_c),
+        x_grad ? grad_x->template mutable_data_ptr<T>() : nullptr,
+        weight_grad ? grad_w->template mutable_data_ptr<T>() : nullptr,
+        bias_grad ? grad_b->template mutable_data_ptr<T>() : nullptr};
+    constexpr int kVec = cuda::kVecSize<T>;
+    if (shape.cols % kVec == 0 && aligned16<T>({a.grad, a.x, a.w, a.grad_x})) {
+      launch_backward<T, kVec, kCentered>(a, x_c, shape, device, stream, op);
+    } else {
+      launch_backward<T, 1, kCentered>(a, x_c, shape, device, stream, op);
+    }
+  });
+  return {grad_x, grad_w, grad_b};
+}
+
+} // namespace wheelops::norm::cuda_impl

@@ -1,0 +1,31 @@
+// rms_norm forward and fused backward: CUDA entry points (kernels in norm_cuda.cuh).
+#include <torch/csrc/stable/library.h>
+
+#include <optional>
+#include <tuple>
+
+#include "norm_cuda.cuh"
+
+namespace wheelops {
+
+std::tuple<Tensor, Tensor> rms_norm_cuda(
+    const Tensor& x, std::optional<Tensor> weight, double eps) {
+  auto [out, mean, rstd] =
+      norm::cuda_impl::forward<false>(x, weight, std::nullopt, eps, "rms_norm");
+  return {out, rstd};
+}
+
+std::tuple<std::optional<Tensor>, std::optional<Tensor>> rms_norm_backward_cuda(
+    const Tensor& grad, const Tensor& x, const Tensor& rstd, std::optional<Tensor> weight,
+    bool x_grad, bool weight_grad) {
+  auto [grad_x, grad_w, grad_b] = norm::cuda_impl::backward<false>(
+      grad, x, std::nullopt, rstd, weight, x_grad, weight_grad, false, "rms_norm_backward");
+  return {grad_x, grad_w};
+}
+
+STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
+  m.impl("rms_norm", TORCH_BOX(&rms_norm_cuda));
+  m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward_cuda));
+}
+
+} // namespace wheelops

@@ -1,0 +1,366 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _helpers import DEVICES, DTYPES, LOW_PRECISION, randn, strided_variants
+from _norm_helpers import (
+    GPU_LENGTHS,
+    LENGTHS,
+    assert_close_tol,
+    assert_column_sum,
+    float64_grads,
+    layer_norm_reference,
+)
+
+import wheelops
+
+AFFINE = ["weight_and_bias", "weight_only", "bias_only", "none"]
+
+
+def _params(kind, cols, dtype, device):
+    with_weight = kind in ("weight_and_bias", "weight_only")
+    with_bias = kind in ("weight_and_bias", "bias_only")
+    weight = randn((cols,), dtype, device, 2) if with_weight else None
+    bias = randn((cols,), dtype, device, 3) if with_bias else None
+    return weight, bias
+
+
+def _ln64(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+
+def _check_forward_and_backward(x, weight, bias, eps=1e-5):
+    out = wheelops.layer_norm(x, weight, bias, eps)
+    assert out.shape == x.shape and out.dtype == x.dtype and out.is_contiguous()
+    assert_close_tol(out, layer_norm_reference(x, weight, bias, eps))
+    grad = randn(tuple(x.shape), x.dtype, str(x.device), 4)
+    inputs = [t for t in (x, weight, bias) if t is not None]
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    it = iter(leaves)
+    args = [None if t is None else next(it) for t in (x, weight, bias)]
+    mine = torch.autograd.grad(wheelops.layer_norm(args[0], args[1], args[2], eps), leaves, grad)
+    expected = [
+        g
+        for g in float64_grads(
+            lambda a, w, b: F.layer_norm(a, (a.shape[-1],), w, b, eps), grad, x, weight, bias
+        )
+        if g is not None
+    ]
+    rows = x.numel() // max(1, x.shape[-1])
+    assert_close_tol(mine[0], expected[0], scale=4.0)
+    for actual, reference in zip(mine[1:], expected[1:], strict=True):
+        assert_column_sum(actual, reference, rows)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", AFFINE)
+@pytest.mark.parametrize("cols", LENGTHS)
+def test_matches_float64_forward_and_backward(cols, affine, dtype, device):
+    x = randn((3, 2, cols), dtype, device, 1) * 2 + 0.5
+    weight, bias = _params(affine, cols, dtype, device)
+    _check_forward_and_backward(x, weight, bias)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matches_eager(dtype, device):
+    x = randn((7, 300), dtype, device, 1)
+    weight, bias = randn((300,), dtype, device, 2), randn((300,), dtype, device, 3)
+    out = wheelops.layer_norm(x, weight, bias)
+    assert_close_tol(out, F.layer_norm(x, (300,), weight, bias), scale=2.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_matches_eager_float32(device):
+    x = torch.randn(6, 5, 96, device=device, requires_grad=True)
+    weight = torch.randn(96, device=device, requires_grad=True)
+    bias = torch.randn(96, device=device, requires_grad=True)
+    grad = torch.randn(6, 5, 96, device=device)
+    mine = torch.autograd.grad(wheelops.layer_norm(x, weight, bias), (x, weight, bias), grad)
+    eager = torch.autograd.grad(F.layer_norm(x, (96,), weight, bias), (x, weight, bias), grad)
+    for a, b in zip(mine, eager, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("affine", AFFINE)
+def test_gradcheck_float64(affine):
+    x = torch.randn(4, 11, dtype=torch.float64, requires_grad=True)
+    weight, bias = _params(affine, 11, torch.float64, "cpu")
+    weight = weight.requires_grad_() if weight is not None else None
+    bias = bias.requires_grad_() if bias is not None else None
+    inputs = tuple(t for t in (x, weight, bias) if t is not None)
+
+    def fn(*args):
+        it = iter(args)
+        a = next(it)
+        w = next(it) if weight is not None else None
+        b = next(it) if bias is not None else None
+        return wheelops.layer_norm(a, w, b, 1e-3)
+
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_only_the_needed_gradients(device):
+    x = torch.randn(8, 40, device=device)
+    weight = torch.randn(40, device=device, requires_grad=True)
+    bias = torch.randn(40, device=device, requires_grad=True)
+    grad = torch.randn(8, 40, device=device)
+    (gw,) = torch.autograd.grad(wheelops.layer_norm(x, weight, bias), (weight,), grad)
+    expected = float64_grads(_ln64, grad, x, weight, bias)[1]
+    assert_column_sum(gw, expected, 8)
+    out = wheelops.layer_norm(x, weight, bias)
+    out.backward(grad)
+    assert x.grad is None and weight.grad is not None and bias.grad is not None
+    # The backward op itself computes only what it is asked for.
+    _, mean, rstd = torch.ops.wheelops.layer_norm.default(x, weight, bias, 1e-5)
+    grads = torch.ops.wheelops.layer_norm_backward.default(
+        grad, x, mean, rstd, weight, False, False, True
+    )
+    assert grads[0] is None and grads[1] is None
+    assert_column_sum(grads[2], grad.double().sum(0), 8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_saves_only_x_weight_mean_rstd(device):
+    x = torch.randn(6, 24, device=device, requires_grad=True)
+    weight = torch.randn(24, device=device, requires_grad=True)
+    bias = torch.randn(24, device=device, requires_grad=True)
+    out = wheelops.layer_norm(x, weight, bias)
+    saved = out.grad_fn.saved_tensors
+    assert len(saved) == 4
+    assert saved[0].data_ptr() == x.data_ptr() and saved[1].data_ptr() == weight.data_ptr()
+    for stat in saved[2:]:
+        assert stat.dtype == torch.float32 and stat.shape == (6,)
+    assert all(t.data_ptr() != out.data_ptr() for t in saved)
+    x64 = x.detach().double()
+    torch.testing.assert_close(saved[2].double(), x64.mean(-1), atol=1e-6, rtol=1e-6)
+    rstd = 1 / torch.sqrt(x64.var(-1, unbiased=False) + 1e-5)
+    torch.testing.assert_close(saved[3].double(), rstd, atol=1e-6, rtol=1e-6)
+    out64 = wheelops.layer_norm(x.detach().double())
+    assert out64.dtype == torch.float64
+    stats = torch.ops.wheelops.layer_norm.default(x.detach().double(), None, None, 1e-5)
+    assert stats[1].dtype == torch.float64 and stats[2].dtype == torch.float64
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_and_misaligned(dtype, device):
+    x = randn((40, 24), dtype, device, 1)
+    weight, bias = randn((24,), dtype, device, 2), randn((24,), dtype, device, 3)
+    for view in strided_variants(x).values():
+        _check_forward_and_backward(view, weight, bias)
+    padded = torch.zeros(2, 25, dtype=dtype, device=device)
+    padded[0, 1:], padded[1, 1:] = weight, bias
+    misaligned_w, misaligned_b = padded[0, 1:], padded[1, 1:]
+    _check_forward_and_backward(x, misaligned_w, misaligned_b)
+    # A long row taking the vector path when aligned, the scalar path here.
+    long = randn((3, 4096), dtype, device, 5)
+    for view in strided_variants(long).values():
+        _check_forward_and_backward(view, None, None)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nan_and_inf_poison_only_their_row(dtype, device):
+    x = randn((5, 16), dtype, device, 1)
+    x[1, 3] = float("nan")
+    x[3, 0] = float("inf")
+    x[4, 5], x[4, 6] = float("inf"), -float("inf")
+    out = wheelops.layer_norm(x)
+    eager = F.layer_norm(x.double(), (16,))
+    torch.testing.assert_close(out.double(), eager, equal_nan=True, atol=1e-2, rtol=1e-2)
+    assert out[[1, 3, 4]].isnan().all()
+    assert not out[[0, 2]].isnan().any()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_eps_and_constant_rows_follow_pytorch(device):
+    x = torch.tensor([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]], device=device)
+    torch.testing.assert_close(
+        wheelops.layer_norm(x, eps=0.0), F.layer_norm(x, (3,), eps=0.0), equal_nan=True
+    )
+    torch.testing.assert_close(wheelops.layer_norm(x, eps=1.0), F.layer_norm(x, (3,), eps=1.0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_empty_and_single_element(device):
+    for shape in [(0, 8), (2, 0, 5), (1,), (4, 1)]:
+        x = torch.randn(shape, device=device, requires_grad=True)
+        w = torch.ones(shape[-1], device=device, requires_grad=True)
+        out = wheelops.layer_norm(x, w)
+        assert out.shape == x.shape
+        torch.testing.assert_close(out, F.layer_norm(x, shape[-1:], w))
+        out.sum().backward()
+        assert x.grad.shape == x.shape and w.grad.shape == w.shape
+        assert torch.all(x.grad == 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_is_deterministic(device):
+    x = randn((3000, 96), torch.float32, device, 1)
+    grad = randn((3000, 96), torch.float32, device, 3)
+    weight = randn((96,), torch.float32, device, 2)
+    _, mean, rstd = torch.ops.wheelops.layer_norm.default(x, weight, None, 1e-5)
+    first = torch.ops.wheelops.layer_norm_backward.default(
+        grad, x, mean, rstd, weight, True, True, True
+    )
+    for _ in range(3):
+        again = torch.ops.wheelops.layer_norm_backward.default(
+            grad, x, mean, rstd, weight, True, True, True
+        )
+        for a, b in zip(first, again, strict=True):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for requires_grad in (False, True):
+        x = torch.randn(3, 4, 16, device=device, requires_grad=requires_grad)
+        w = torch.randn(16, device=device, requires_grad=requires_grad)
+        b = torch.randn(16, device=device, requires_grad=requires_grad)
+        for args in ((x, w, b, 1e-5), (x, None, None, 1e-3), (x, None, b, 0.0)):
+            torch.library.opcheck(torch.ops.wheelops.layer_norm.default, args)
+    x, w = torch.randn(5, 24, device=device), torch.randn(24, device=device)
+    _, mean, rstd = torch.ops.wheelops.layer_norm.default(x, w, None, 1e-5)
+    grad = torch.randn_like(x)
+    for flags in ((True, True, True), (True, False, False), (False, True, False)):
+        torch.library.opcheck(
+            torch.ops.wheelops.layer_norm_backward.default, (grad, x, mean, rstd, w, *flags)
+        )
+    torch.library.opcheck(
+        torch.ops.wheelops.layer_norm_backward.default,
+        (grad, x, mean, rstd, None, True, False, True),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_forward_and_backward(device):
+    torch._dynamo.reset()
+    x = torch.randn(4, 6, 40, device=device, requires_grad=True)
+    weight = torch.randn(40, device=device, requires_grad=True)
+    bias = torch.randn(40, device=device, requires_grad=True)
+
+    def fn(a, w, b):
+        return (wheelops.layer_norm(a, w, b) * 2).square().sum()
+
+    compiled = torch.compile(fn, fullgraph=True)
+    out = compiled(x, weight, bias)
+    grads = torch.autograd.grad(out, (x, weight, bias))
+    eager = (F.layer_norm(x, (40,), weight, bias) * 2).square().sum()
+    expected = torch.autograd.grad(eager, (x, weight, bias))
+    torch.testing.assert_close(out, eager, atol=1e-3, rtol=1e-5)
+    for a, b in zip(grads, expected, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        ((torch.tensor(1.0),), {}, ValueError, "at least one dimension"),
+        (([1.0, 2.0],), {}, TypeError, "'x' must be a torch.Tensor"),
+        ((torch.ones(2, 3, dtype=torch.int64),), {}, TypeError, "'x' has dtype"),
+        ((torch.ones(2, 3), torch.ones(4)), {}, ValueError, r"'weight' must have shape \[3\]"),
+        ((torch.ones(2, 3), torch.ones(1, 3)), {}, ValueError, r"'weight' must have shape \[3\]"),
+        ((torch.ones(2, 3), None, torch.ones(2)), {}, ValueError, r"'bias' must have shape \[3\]"),
+        (
+            (torch.ones(2, 3), torch.ones(3, dtype=torch.float64)),
+            {},
+            TypeError,
+            "'x' and 'weight' must have the same dtype",
+        ),
+        ((torch.ones(2, 3), "w"), {}, TypeError, "'weight' must be a torch.Tensor"),
+        ((torch.ones(2, 3),), {"eps": -1e-5}, ValueError, "'eps' must be a non-negative"),
+        ((torch.ones(2, 3),), {"eps": math.nan}, ValueError, "'eps' must be a non-negative"),
+        ((torch.ones(2, 3),), {"eps": "small"}, TypeError, "'eps' must be a Python float"),
+        ((torch.ones(2, 3),), {"eps": None}, TypeError, "'eps' must be a Python float"),
+    ],
+)
+def test_bad_input(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.layer_norm(*args, **kwargs)
+
+
+def test_native_checks_reject_bad_input_too():
+    op = torch.ops.wheelops.layer_norm.default
+    with pytest.raises(RuntimeError, match="'eps' must be a non-negative number"):
+        op(torch.ones(2, 3), None, None, -1.0)
+    with pytest.raises(RuntimeError, match=r"'weight' must have shape \[3\]"):
+        op(torch.ones(2, 3), torch.ones(2), None, 1e-5)
+    with pytest.raises(RuntimeError, match="'x' must have at least one dimension"):
+        op(torch.tensor(1.0), None, None, 1e-5)
+    with pytest.raises(RuntimeError, match="'x' and 'bias' must have the same dtype"):
+        op(torch.ones(2, 3), None, torch.ones(3, dtype=torch.float16), 1e-5)
+    x = torch.ones(2, 3)
+    _, mean, rstd = op(x, None, None, 1e-5)
+    backward = torch.ops.wheelops.layer_norm_backward.default
+    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same shape"):
+        backward(torch.ones(3, 3), x, mean, rstd, None, True, False, False)
+    with pytest.raises(RuntimeError, match=r"'rstd' must have shape \[2\]"):
+        backward(x, x, mean, rstd[:1], None, True, False, False)
+    with pytest.raises(RuntimeError, match="'mean' must have dtype Float"):
+        backward(x, x, mean.double(), rstd, None, True, False, False)
+    with pytest.raises(RuntimeError, match="gradient of 'weight' was requested"):
+        backward(x, x, mean, rstd, None, True, True, False)
+
+
+@pytest.mark.gpu
+def test_mixed_devices_rejected():
+    x = torch.ones(2, 3, device="cuda")
+    with pytest.raises(ValueError, match="same device"):
+        wheelops.layer_norm(x, torch.ones(3))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ops.wheelops.layer_norm.default(x, None, torch.ones(3), 1e-5)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cols", GPU_LENGTHS)
+def test_long_rows_on_gpu(cols, dtype):
+    x = randn((3, cols), dtype, "cuda", 1)
+    weight, bias = randn((cols,), dtype, "cuda", 2), randn((cols,), dtype, "cuda", 3)
+    _check_forward_and_backward(x, weight, bias)
+    _check_forward_and_backward(x, None, None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(4096, 1024), (4096, 4096), (4096, 8192), (4096, 16384)])
+def test_benchmark_shapes_on_gpu(shape, dtype):
+    x = randn(shape, dtype, "cuda", 1)
+    weight, bias = randn(shape[-1:], dtype, "cuda", 2), randn(shape[-1:], dtype, "cuda", 3)
+    _check_forward_and_backward(x, weight, bias)
+    del x
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.gpu
+def test_more_than_65535_rows():
+    x = randn((70001, 3), torch.float32, "cuda", 1)
+    _check_forward_and_backward(x, randn((3,), torch.float32, "cuda", 2), None)
+    x = randn((2, 35000, 64), torch.bfloat16, "cuda", 1)
+    _check_forward_and_backward(x, randn((64,), torch.bfloat16, "cuda", 2), None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_side_stream(dtype):
+    x = randn((2048, 1024), dtype, "cuda", 1)
+    weight, bias = randn((1024,), dtype, "cuda", 2), randn((1024,), dtype, "cuda", 3)
+    expected = layer_norm_reference(x, weight, bias, 1e-5)
+    x.requires_grad_()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = wheelops.layer_norm(x, weight, bias)
+        (grad_x,) = torch.autograd.grad(out, (x,), torch.ones_like(out))
+    torch.cuda.current_stream().wait_stream(stream)
+    assert_close_tol(out, expected)
+    expected_grad = float64_grads(_ln64, torch.ones_like(out), x, weight, bias)[0]
+    assert_close_tol(grad_x, expected_grad, scale=4.0)

@@ -1,0 +1,103 @@
+"""wheelops.layer_norm: layer normalization over the last dimension, fused forward and backward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from wheelops.ops import _checks, _norm_checks
+
+__all__ = ["layer_norm"]
+
+
+def _check(
+    op: str, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: object
+) -> float:
+    _norm_checks.x_tensor(op, x)
+    _norm_checks.param(op, "weight", weight, x)
+    _norm_checks.param(op, "bias", bias, x)
+    return _norm_checks.eps_value(op, eps)
+
+
+def layer_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """Return ``F.layer_norm(x, (x.shape[-1],), weight, bias, eps)``, fused.
+
+    Normalizes over the last dimension only: ``(x - mean) / sqrt(var + eps) *
+    weight + bias`` with the biased variance. ``weight`` and ``bias`` are
+    optional, of shape ``[x.shape[-1]]`` and the dtype and device of ``x``
+    (float32, float16, bfloat16 or float64). Statistics are computed in float32
+    (float64 for float64 input) and each output is rounded once. The result is
+    contiguous. For the backward only ``x``, ``weight`` and the per-row float32
+    mean and rstd are saved (not the output); gradients are computed only for
+    the inputs that need them (no double backward).
+
+    Example::
+
+        >>> x, w, b = torch.randn(4, 8), torch.randn(8), torch.randn(8)
+        >>> ref = torch.nn.functional.layer_norm(x, (8,), w, b)
+        >>> torch.allclose(wheelops.layer_norm(x, w, b), ref, atol=1e-6)
+        True
+    """
+    eps = _check("layer_norm", x, weight, bias, eps)
+    _checks.runnable("layer_norm", x)
+    return torch.ops.wheelops.layer_norm.default(x, weight, bias, eps)[0]
+
+
+def _fake(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check("layer_norm", x, weight, bias, eps)
+    _checks.gpu_supported("layer_norm", x)
+    rows, dtype = _norm_checks.rows(x), _norm_checks.stats_dtype(x)
+    return x.new_empty(x.shape), x.new_empty(rows, dtype=dtype), x.new_empty(rows, dtype=dtype)
+
+
+def _fake_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    x_grad: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    op = "layer_norm_backward"
+    _norm_checks.backward_args(op, grad, x, weight, weight_grad)
+    _norm_checks.stat(op, "mean", mean, x)
+    _norm_checks.stat(op, "rstd", rstd, x)
+    _checks.gpu_supported(op, x)
+    cols = x.shape[-1]
+    return (
+        x.new_empty(x.shape) if x_grad else None,
+        x.new_empty(cols) if weight_grad else None,
+        x.new_empty(cols) if bias_grad else None,
+    )
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, weight, _bias, _eps = inputs
+    _out, mean, rstd = output
+    ctx.mark_non_differentiable(mean, rstd)
+    ctx.save_for_backward(x, weight, mean, rstd)
+
+
+def _backward(ctx: Any, grad: torch.Tensor, _grad_mean: Any, _grad_rstd: Any) -> tuple:
+    x, weight, mean, rstd = ctx.saved_tensors
+    x_grad, weight_grad, bias_grad = ctx.needs_input_grad[:3]
+    grad_x, grad_weight, grad_bias = torch.ops.wheelops.layer_norm_backward.default(
+        grad, x, mean, rstd, weight, x_grad, weight_grad, bias_grad
+    )
+    return grad_x, grad_weight, grad_bias, None
+
+
+def register() -> None:
+    torch.library.register_fake("wheelops::layer_norm", _fake)
+    torch.library.register_fake("wheelops::layer_norm_backward", _fake_backward)
+    torch.library.register_autograd("wheelops::layer_norm", _backward, setup_context=_setup_context)

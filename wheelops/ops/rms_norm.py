@@ -1,0 +1,102 @@
+"""wheelops.rms_norm: RMS normalization over the last dimension, fused forward and backward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from wheelops.ops import _checks, _norm_checks
+
+__all__ = ["rms_norm"]
+
+
+def default_eps(dtype: torch.dtype) -> float:
+    """What F.rms_norm uses for eps=None: the epsilon of its float32/float64 compute dtype."""
+    return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+
+
+def _check(op: str, x: torch.Tensor, weight: torch.Tensor | None, eps: object) -> float:
+    _norm_checks.x_tensor(op, x)
+    _norm_checks.param(op, "weight", weight, x)
+    return _norm_checks.eps_value(op, eps)
+
+
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None
+) -> torch.Tensor:
+    """Return ``F.rms_norm(x, (x.shape[-1],), weight, eps)``, fused.
+
+    Normalizes over the last dimension only: ``x / sqrt(mean(x**2) + eps) *
+    weight``. ``eps=None`` means the machine epsilon of the compute dtype, as
+    in PyTorch's kernels: ``torch.finfo(torch.float32).eps`` for float32,
+    float16 and bfloat16 input, ``torch.finfo(torch.float64).eps`` for float64.
+    ``weight`` is optional, of shape ``[x.shape[-1]]`` and the dtype and device
+    of ``x`` (float32, float16, bfloat16 or float64). Statistics are computed in
+    float32 (float64 for float64 input) and each output is rounded once. The
+    result is contiguous. For the backward only ``x``, ``weight`` and the
+    per-row float32 rstd are saved; gradients are computed only for the inputs
+    that need them (no double backward).
+
+    Example::
+
+        >>> x, w = torch.randn(4, 8), torch.randn(8)
+        >>> ref = torch.nn.functional.rms_norm(x, (8,), w)
+        >>> torch.allclose(wheelops.rms_norm(x, w), ref, atol=1e-6)
+        True
+    """
+    _norm_checks.x_tensor("rms_norm", x)
+    if eps is None:
+        eps = default_eps(x.dtype)
+    eps = _check("rms_norm", x, weight, eps)
+    _checks.runnable("rms_norm", x)
+    return torch.ops.wheelops.rms_norm.default(x, weight, eps)[0]
+
+
+def _fake(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    _check("rms_norm", x, weight, eps)
+    _checks.gpu_supported("rms_norm", x)
+    rows, dtype = _norm_checks.rows(x), _norm_checks.stats_dtype(x)
+    return x.new_empty(x.shape), x.new_empty(rows, dtype=dtype)
+
+
+def _fake_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    x_grad: bool,
+    weight_grad: bool,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    op = "rms_norm_backward"
+    _norm_checks.backward_args(op, grad, x, weight, weight_grad)
+    _norm_checks.stat(op, "rstd", rstd, x)
+    _checks.gpu_supported(op, x)
+    return (
+        x.new_empty(x.shape) if x_grad else None,
+        x.new_empty(x.shape[-1]) if weight_grad else None,
+    )
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, weight, _eps = inputs
+    _out, rstd = output
+    ctx.mark_non_differentiable(rstd)
+    ctx.save_for_backward(x, weight, rstd)
+
+
+def _backward(ctx: Any, grad: torch.Tensor, _grad_rstd: Any) -> tuple:
+    x, weight, rstd = ctx.saved_tensors
+    x_grad, weight_grad = ctx.needs_input_grad[:2]
+    grad_x, grad_weight = torch.ops.wheelops.rms_norm_backward.default(
+        grad, x, rstd, weight, x_grad, weight_grad
+    )
+    return grad_x, grad_weight, None
+
+
+def register() -> None:
+    torch.library.register_fake("wheelops::rms_norm", _fake)
+    torch.library.register_fake("wheelops::rms_norm_backward", _fake_backward)
+    torch.library.register_autograd("wheelops::rms_norm", _backward, setup_context=_setup_context)
