@@ -291,7 +291,8 @@ class RowResult:
 def _table(rows: list[RowResult]) -> str:
     lines = ["| cell | wheel | size | build time | result |", "|---|---|---|---|---|"]
     lines += [
-        f"| {r.cell} | {r.wheel} | {r.size_mb:.1f} MB | {r.build_s:.0f} s | {r.result} |"
+        f"| {r.cell} | {r.wheel} | {r.size_mb:.1f} MB | "
+        f"{f'{r.build_s:.0f} s' if r.build_s else '-'} | {r.result} |"
         for r in rows
     ]
     return "\n".join(lines)
