@@ -133,6 +133,10 @@ Grid grid_for(int64_t vecs, int64_t rows, int32_t device) {
   const int64_t rows_y = (rows + threads_y - 1) / threads_y;
   grid_y = grid_y < rows_y ? grid_y : rows_y;
   grid_y = grid_y < kMaxGridY ? grid_y : kMaxGridY;
+  grid_y = grid_y > 0 ? grid_y : 1;
+  // Same number of rows for every block row (no straggling last pass).
+  const int64_t passes = (rows_y + grid_y - 1) / grid_y;
+  grid_y = passes > 0 ? (rows_y + passes - 1) / passes : 1;
   return {
       dim3(threads_x, threads_y),
       dim3(static_cast<unsigned int>(grid_x > 0 ? grid_x : 1),
