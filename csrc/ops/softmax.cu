@@ -415,7 +415,7 @@ RowPlan plan_rows(int64_t vecs, int max_items) {
   }
   const int64_t needed = (vecs + team - 1) / team;
   int items = 1;
-  while (items < needed) {
+  while (items < needed && items <= max_items) {
     items *= 2;
   }
   return {team, items, items > max_items};
