@@ -1,0 +1,579 @@
+// softmax forward and backward along the last dimension: CUDA kernels.
+//
+// Softmax is memory-bound, so the goal is the least traffic: read x once, write
+// y once (the backward: read g and y once, write grad_x once). A row therefore
+// stays in registers between its reductions: a team of threads (a slice of a
+// warp for short rows, a whole block for long ones) loads it with 16-byte
+// vectors, reduces it to its max and its sum of exponentials (the backward: to
+// one dot product) and writes it from the same registers. The host sizes the
+// team from the row length so that each thread holds a few vectors: enough
+// loads in flight to cover memory latency, few enough registers for full
+// occupancy. Rows too long for the registers of one block take two passes (an
+// online pass with a running max and a rescaled sum, then a writing pass):
+// correct for any length at 1.5x the traffic. Reductions run in a fixed order,
+// so results are bitwise the same on every run.
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+
+#include <math_constants.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <type_traits>
+
+#include "softmax.h"
+#include "wheelops/block_reduce.cuh"
+#include "wheelops/cuda_runtime.cuh"
+#include "wheelops/dispatch.h"
+#include "wheelops/vectorized.cuh"
+
+namespace wheelops::softmax {
+namespace {
+
+using cuda::kWarpSize;
+using cuda::MaxOp;
+using cuda::SumOp;
+using cuda::Vec;
+
+constexpr unsigned int kFullMask = 0xffffffffu;
+// Threads of the largest team. Half a block's maximum leaves every thread up
+// to 128 registers, so a long row fits without spilling, while two blocks of
+// short-enough rows still share an SM.
+constexpr int kMaxThreads = 512;
+// Block size when a row's team is at most one warp: several rows per block.
+constexpr int kSmallRowBlock = 128;
+// Vectors per thread the host aims for: four 16-byte loads in flight per array.
+constexpr int kTargetItems = 4;
+// Register bytes per thread for the row (64 floats; the backward holds g and
+// y in their own dtype): the most that fits the 128-register cap beside the
+// addresses and loop state. Beyond that (32768 float/bfloat16 elements per
+// row forward) rows take two passes.
+constexpr int kRowRegisterBytes = 256;
+// dispatch_items instantiates up to this many vectors per thread.
+constexpr int kMaxItemsDispatched = 32;
+// Vectors each thread loads per step of the two-pass kernels.
+constexpr int kStreamBatch = 4;
+constexpr int kMaxSmsWaves = 8;
+
+__device__ __forceinline__ float exp_acc(float v) { return expf(v); }
+__device__ __forceinline__ double exp_acc(double v) { return exp(v); }
+
+template <typename A>
+__device__ __forceinline__ A negative_infinity() {
+  if constexpr (sizeof(A) == sizeof(double)) {
+    return -CUDART_INF;
+  } else {
+    return -CUDART_INF_F;
+  }
+}
+
+// The threads sharing one row: `size` consecutive threads of the block, either
+// a power of two up to a warp (several teams per block) or the whole block.
+struct Team {
+  int size;
+  int lane;       // index within the team
+  int index;      // which team of the block
+  int per_block;  // teams in the block
+};
+
+__device__ __forceinline__ Team make_team(int size) {
+  const int s = size <= kWarpSize ? size : static_cast<int>(blockDim.x);
+  const int t = static_cast<int>(threadIdx.x);
+  return {s, t % s, t / s, static_cast<int>(blockDim.x) / s};
+}
+
+// op over the team's values, in every thread of the team, in a fixed order.
+// Teams within a warp use xor offsets below their size, so they never mix.
+template <typename A, typename Op>
+__device__ __forceinline__ A team_allreduce(A value, Op op, A identity, const Team& team, A* scratch) {
+  if (team.size > kWarpSize) {
+    return cuda::block_allreduce(value, op, identity, scratch);
+  }
+  for (int offset = team.size / 2; offset > 0; offset /= 2) {
+    value = op(value, __shfl_xor_sync(kFullMask, value, offset));
+  }
+  return value;
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ Vec<T, kVec> load(const T* row, int64_t vec_index) {
+  return reinterpret_cast<const Vec<T, kVec>*>(row)[vec_index];
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ void store(T* row, int64_t vec_index, const Vec<T, kVec>& v) {
+  reinterpret_cast<Vec<T, kVec>*>(row)[vec_index] = v;
+}
+
+// ---------------------------------------------------------------- forward --
+
+// Each team owns one row at a time; thread `lane` holds vectors lane,
+// lane + size, ... (kItems of them). The loop over rows is uniform across the
+// block (teams past the last row idle through it) so every shuffle and
+// barrier sees all its threads.
+template <typename T, int kVec, int kItems>
+__global__ void __launch_bounds__(kMaxThreads) softmax_forward_in_registers(
+    const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int team_size) {
+  using A = acc_type<T>;
+  __shared__ A scratch[kWarpSize];
+  const Team team = make_team(team_size);
+  const int vecs = static_cast<int>(cols / kVec);  // at most kMaxThreads * kItems
+  const int64_t stride = int64_t{gridDim.x} * team.per_block;
+  for (int64_t first = int64_t{blockIdx.x} * team.per_block; first < rows; first += stride) {
+    const int64_t row = first + team.index;
+    const bool active = row < rows;
+    const T* in = x + (active ? row : 0) * cols;
+    T* out_row = y + (active ? row : 0) * cols;
+    A v[kItems][kVec];
+    A local_max = negative_infinity<A>();
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int vi = team.lane + i * team.size;
+      if (active && vi < vecs) {
+        const Vec<T, kVec> p = load<T, kVec>(in, vi);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          v[i][j] = static_cast<A>(p.val[j]);
+          local_max = MaxOp{}(local_max, v[i][j]);
+        }
+      }
+    }
+    const A row_max = team_allreduce(local_max, MaxOp{}, negative_infinity<A>(), team, scratch);
+    A local_sum = A(0);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int vi = team.lane + i * team.size;
+      if (active && vi < vecs) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          v[i][j] = exp_acc(v[i][j] - row_max);
+          local_sum += v[i][j];
+        }
+      }
+    }
+    const A row_sum = team_allreduce(local_sum, SumOp{}, A(0), team, scratch);
+    const A inv = A(1) / row_sum;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int vi = team.lane + i * team.size;
+      if (active && vi < vecs) {
+        Vec<T, kVec> out;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          out.val[j] = static_cast<T>(v[i][j] * inv);
+        }
+        store<T, kVec>(out_row, vi, out);
+      }
+    }
+  }
+}
+
+// s, a sum of exp(x - from), re-expressed as a sum of exp(x - to) (to >= from).
+// Equal maxima need no factor; that also keeps -inf - -inf (no finite value
+// yet) and inf - inf from turning a valid partial sum into NaN.
+template <typename A>
+__device__ __forceinline__ A rescale(A s, A from, A to) {
+  return from == to ? s : s * exp_acc(from - to);
+}
+
+// Running (max, sum of exp(x - max)) of a row, merged with another one.
+template <typename A>
+struct OnlineSum {
+  A max;
+  A sum;
+
+  __device__ __forceinline__ void merge(A other_max, A other_sum) {
+    const A m = MaxOp{}(max, other_max);
+    sum = rescale(sum, max, m) + rescale(other_sum, other_max, m);
+    max = m;
+  }
+};
+
+// Merging is commutative bit for bit (max, and one addition), so the
+// butterfly leaves every thread with the same result.
+template <typename A>
+__device__ __forceinline__ OnlineSum<A> block_allreduce_online(OnlineSum<A> v, A* scratch) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v.merge(__shfl_xor_sync(kFullMask, v.max, offset), __shfl_xor_sync(kFullMask, v.sum, offset));
+  }
+  __syncthreads();  // the previous row may still be reading scratch
+  if (lane == 0) {
+    scratch[warp] = v.max;
+    scratch[kWarpSize + warp] = v.sum;
+  }
+  __syncthreads();
+  v = lane < warps ? OnlineSum<A>{scratch[lane], scratch[kWarpSize + lane]}
+                   : OnlineSum<A>{negative_infinity<A>(), A(0)};
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v.merge(__shfl_xor_sync(kFullMask, v.max, offset), __shfl_xor_sync(kFullMask, v.sum, offset));
+  }
+  return v;
+}
+
+// Rows longer than a block's registers: one block per row, two passes.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
+    const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols) {
+  using A = acc_type<T>;
+  __shared__ A scratch[2 * kWarpSize];
+  const int64_t vecs = cols / kVec;
+  const int64_t step = int64_t{blockDim.x} * kStreamBatch;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* in = x + row * cols;
+    OnlineSum<A> acc{negative_infinity<A>(), A(0)};
+    for (int64_t base = threadIdx.x; base < vecs; base += step) {
+      Vec<T, kVec> p[kStreamBatch];
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        const int64_t vi = base + int64_t{b} * blockDim.x;
+        if (vi < vecs) {
+          p[b] = load<T, kVec>(in, vi);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        if (base + int64_t{b} * blockDim.x < vecs) {
+          A chunk_max = static_cast<A>(p[b].val[0]);
+#pragma unroll
+          for (int j = 1; j < kVec; ++j) {
+            chunk_max = MaxOp{}(chunk_max, static_cast<A>(p[b].val[j]));
+          }
+          // A chunk of only -inf adds nothing (and exp(-inf - -inf) would be NaN).
+          A chunk_sum = A(0);
+          if (chunk_max != negative_infinity<A>()) {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) {
+              chunk_sum += exp_acc(static_cast<A>(p[b].val[j]) - chunk_max);
+            }
+          }
+          acc.merge(chunk_max, chunk_sum);
+        }
+      }
+    }
+    const OnlineSum<A> total = block_allreduce_online(acc, scratch);
+    const A inv = A(1) / total.sum;
+    T* out = y + row * cols;
+    for (int64_t base = threadIdx.x; base < vecs; base += step) {
+      Vec<T, kVec> p[kStreamBatch];
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        const int64_t vi = base + int64_t{b} * blockDim.x;
+        if (vi < vecs) {
+          p[b] = load<T, kVec>(in, vi);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        const int64_t vi = base + int64_t{b} * blockDim.x;
+        if (vi < vecs) {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            p[b].val[j] = static_cast<T>(exp_acc(static_cast<A>(p[b].val[j]) - total.max) * inv);
+          }
+          store<T, kVec>(out, vi, p[b]);
+        }
+      }
+    }
+  }
+}
+
+// --------------------------------------------------------------- backward --
+
+// grad_x = y * (g - sum(g * y)), the row of g and y held in registers.
+template <typename T, int kVec, int kItems>
+__global__ void __launch_bounds__(kMaxThreads) softmax_backward_in_registers(
+    const T* __restrict__ grad, const T* __restrict__ y, T* __restrict__ grad_x, int64_t rows,
+    int64_t cols, int team_size) {
+  using A = acc_type<T>;
+  __shared__ A scratch[kWarpSize];
+  const Team team = make_team(team_size);
+  const int vecs = static_cast<int>(cols / kVec);  // at most kMaxThreads * kItems
+  const int64_t stride = int64_t{gridDim.x} * team.per_block;
+  for (int64_t first = int64_t{blockIdx.x} * team.per_block; first < rows; first += stride) {
+    const int64_t row = first + team.index;
+    const bool active = row < rows;
+    const int64_t offset = (active ? row : 0) * cols;
+    const T* g_row = grad + offset;
+    const T* y_row = y + offset;
+    T* out_row = grad_x + offset;
+    Vec<T, kVec> g[kItems];
+    Vec<T, kVec> o[kItems];
+    A local_dot = A(0);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int vi = team.lane + i * team.size;
+      if (active && vi < vecs) {
+        g[i] = load<T, kVec>(g_row, vi);
+        o[i] = load<T, kVec>(y_row, vi);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          local_dot += static_cast<A>(g[i].val[j]) * static_cast<A>(o[i].val[j]);
+        }
+      }
+    }
+    const A dot = team_allreduce(local_dot, SumOp{}, A(0), team, scratch);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int vi = team.lane + i * team.size;
+      if (active && vi < vecs) {
+        Vec<T, kVec> out;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const A yj = static_cast<A>(o[i].val[j]);
+          out.val[j] = static_cast<T>(yj * (static_cast<A>(g[i].val[j]) - dot));
+        }
+        store<T, kVec>(out_row, vi, out);
+      }
+    }
+  }
+}
+
+// Rows longer than a block's registers: the dot product, then a writing pass.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kMaxThreads) softmax_backward_two_pass(
+    const T* __restrict__ grad, const T* __restrict__ y, T* __restrict__ grad_x, int64_t rows,
+    int64_t cols) {
+  using A = acc_type<T>;
+  __shared__ A scratch[kWarpSize];
+  const int64_t vecs = cols / kVec;
+  const int64_t step = int64_t{blockDim.x} * kStreamBatch;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* g_row = grad + row * cols;
+    const T* y_row = y + row * cols;
+    A local_dot = A(0);
+    for (int64_t base = threadIdx.x; base < vecs; base += step) {
+      Vec<T, kVec> g[kStreamBatch];
+      Vec<T, kVec> o[kStreamBatch];
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        const int64_t vi = base + int64_t{b} * blockDim.x;
+        if (vi < vecs) {
+          g[b] = load<T, kVec>(g_row, vi);
+          o[b] = load<T, kVec>(y_row, vi);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        if (base + int64_t{b} * blockDim.x < vecs) {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            local_dot += static_cast<A>(g[b].val[j]) * static_cast<A>(o[b].val[j]);
+          }
+        }
+      }
+    }
+    const A dot = cuda::block_allreduce(local_dot, SumOp{}, A(0), scratch);
+    T* out = grad_x + row * cols;
+    for (int64_t base = threadIdx.x; base < vecs; base += step) {
+      Vec<T, kVec> g[kStreamBatch];
+      Vec<T, kVec> o[kStreamBatch];
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        const int64_t vi = base + int64_t{b} * blockDim.x;
+        if (vi < vecs) {
+          g[b] = load<T, kVec>(g_row, vi);
+          o[b] = load<T, kVec>(y_row, vi);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kStreamBatch; ++b) {
+        const int64_t vi = base + int64_t{b} * blockDim.x;
+        if (vi < vecs) {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const A yj = static_cast<A>(o[b].val[j]);
+            g[b].val[j] = static_cast<T>(yj * (static_cast<A>(g[b].val[j]) - dot));
+          }
+          store<T, kVec>(out, vi, g[b]);
+        }
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ host --
+
+// How a row is spread over threads: `team` threads hold `items` vectors each,
+// or (two_pass) a block streams it twice.
+struct RowPlan {
+  int team;
+  int items;
+  bool two_pass;
+};
+
+RowPlan plan_rows(int64_t vecs, int max_items) {
+  const int64_t wanted_team = (vecs + kTargetItems - 1) / kTargetItems;
+  int team = 1;
+  while (team < wanted_team && team < kMaxThreads) {
+    team *= 2;
+  }
+  const int64_t needed = (vecs + team - 1) / team;
+  int items = 1;
+  while (items < needed && items <= max_items) {
+    items *= 2;
+  }
+  return {team, items, items > max_items};
+}
+
+// Blocks for a grid-stride loop over `groups` (rows, or blocks of rows).
+unsigned int blocks_for(int64_t groups, int threads, int32_t device) {
+  const int64_t per_sm = (2048 + threads - 1) / threads;
+  const int64_t cap = int64_t{cuda::multiprocessor_count(device)} * per_sm * kMaxSmsWaves;
+  const int64_t blocks = groups < cap ? groups : cap;
+  return static_cast<unsigned int>(blocks > 0 ? blocks : 1);
+}
+
+template <typename T>
+int vector_width(int64_t cols, std::initializer_list<const void*> pointers) {
+  if (cols % cuda::kVecSize<T> != 0) {
+    return 1;
+  }
+  for (const void* p : pointers) {
+    if (!cuda::is_aligned_16(p)) {
+      return 1;
+    }
+  }
+  return cuda::kVecSize<T>;
+}
+
+// Calls fn(std::integral_constant<int, kItems>{}) for items in 1, 2, 4, ..., 32,
+// instantiating only what fits kMaxItems.
+template <int kMaxItems, typename Fn>
+void dispatch_items(int items, Fn&& fn) {
+  if constexpr (kMaxItems >= 1) {
+    if (items == 1) return fn(std::integral_constant<int, 1>{});
+  }
+  if constexpr (kMaxItems >= 2) {
+    if (items == 2) return fn(std::integral_constant<int, 2>{});
+  }
+  if constexpr (kMaxItems >= 4) {
+    if (items == 4) return fn(std::integral_constant<int, 4>{});
+  }
+  if constexpr (kMaxItems >= 8) {
+    if (items == 8) return fn(std::integral_constant<int, 8>{});
+  }
+  if constexpr (kMaxItems >= 16) {
+    if (items == 16) return fn(std::integral_constant<int, 16>{});
+  }
+  if constexpr (kMaxItems >= 32) {
+    if (items == 32) return fn(std::integral_constant<int, 32>{});
+  }
+  WHEELOPS_CHECK(false, "wheelops.softmax: internal error: no kernel for ", items, " items");
+}
+
+struct Launch {
+  unsigned int blocks;
+  int threads;
+};
+
+Launch register_launch(const RowPlan& plan, int64_t rows, int32_t device) {
+  if (plan.team <= kWarpSize) {
+    const int per_block = kSmallRowBlock / plan.team;
+    return {blocks_for((rows + per_block - 1) / per_block, kSmallRowBlock, device), kSmallRowBlock};
+  }
+  return {blocks_for(rows, plan.team, device), plan.team};
+}
+
+template <typename T, int kVec>
+void launch_forward(const T* x, T* y, Rows shape, int32_t device, cudaStream_t stream) {
+  using A = acc_type<T>;
+  constexpr int kMaxItems =
+      std::min(kRowRegisterBytes / (kVec * static_cast<int>(sizeof(A))), kMaxItemsDispatched);
+  const RowPlan plan = plan_rows(shape.cols / kVec, kMaxItems);
+  if (plan.two_pass) {
+    const unsigned int blocks = blocks_for(shape.rows, kMaxThreads, device);
+    softmax_forward_two_pass<T, kVec>
+        <<<blocks, kMaxThreads, 0, stream>>>(x, y, shape.rows, shape.cols);
+  } else {
+    const Launch launch = register_launch(plan, shape.rows, device);
+    dispatch_items<kMaxItems>(plan.items, [&](auto items) {
+      softmax_forward_in_registers<T, kVec, decltype(items)::value>
+          <<<launch.blocks, launch.threads, 0, stream>>>(x, y, shape.rows, shape.cols, plan.team);
+    });
+  }
+  WHEELOPS_CHECK_LAUNCH("softmax");
+}
+
+template <typename T, int kVec>
+void launch_backward(
+    const T* grad, const T* y, T* grad_x, Rows shape, int32_t device, cudaStream_t stream) {
+  constexpr int kMaxItems =
+      std::min(kRowRegisterBytes / (2 * kVec * static_cast<int>(sizeof(T))), kMaxItemsDispatched);
+  const RowPlan plan = plan_rows(shape.cols / kVec, kMaxItems);
+  if (plan.two_pass) {
+    const unsigned int blocks = blocks_for(shape.rows, kMaxThreads, device);
+    softmax_backward_two_pass<T, kVec>
+        <<<blocks, kMaxThreads, 0, stream>>>(grad, y, grad_x, shape.rows, shape.cols);
+  } else {
+    const Launch launch = register_launch(plan, shape.rows, device);
+    dispatch_items<kMaxItems>(plan.items, [&](auto items) {
+      softmax_backward_in_registers<T, kVec, decltype(items)::value>
+          <<<launch.blocks, launch.threads, 0, stream>>>(
+              grad, y, grad_x, shape.rows, shape.cols, plan.team);
+    });
+  }
+  WHEELOPS_CHECK_LAUNCH("softmax_backward");
+}
+
+Tensor softmax_cuda(const Tensor& x, int64_t dim) {
+  const int64_t d = check_forward_args(x, dim);
+  const int32_t device = x.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const Tensor x_rows = move_dim_last(x, d);
+  Tensor out = torch::stable::empty_like(x_rows);
+  if (x_rows.numel() > 0) {
+    const Rows shape = rows_of(x_rows);
+    const cudaStream_t stream = cuda::current_stream(device, "softmax");
+    dispatch_float(x_rows.scalar_type(), "softmax", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* px = x_rows.const_data_ptr<T>();
+      T* py = out.mutable_data_ptr<T>();
+      if (vector_width<T>(shape.cols, {px, py}) > 1) {
+        launch_forward<T, cuda::kVecSize<T>>(px, py, shape, device, stream);
+      } else {
+        launch_forward<T, 1>(px, py, shape, device, stream);
+      }
+    });
+  }
+  return move_dim_back(out, d);
+}
+
+Tensor softmax_backward_cuda(const Tensor& grad, const Tensor& out, int64_t dim) {
+  const int64_t d = check_backward_args(grad, out, dim);
+  const int32_t device = out.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const Tensor g_rows = move_dim_last(grad, d);
+  const Tensor y_rows = move_dim_last(out, d);
+  Tensor grad_x = torch::stable::empty_like(y_rows);
+  if (y_rows.numel() > 0) {
+    const Rows shape = rows_of(y_rows);
+    const cudaStream_t stream = cuda::current_stream(device, "softmax_backward");
+    dispatch_float(y_rows.scalar_type(), "softmax_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* pg = g_rows.const_data_ptr<T>();
+      const T* py = y_rows.const_data_ptr<T>();
+      T* pgx = grad_x.mutable_data_ptr<T>();
+      if (vector_width<T>(shape.cols, {pg, py, pgx}) > 1) {
+        launch_backward<T, cuda::kVecSize<T>>(pg, py, pgx, shape, device, stream);
+      } else {
+        launch_backward<T, 1>(pg, py, pgx, shape, device, stream);
+      }
+    });
+  }
+  return move_dim_back(grad_x, d);
+}
+
+} // namespace
+
+STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
+  m.impl("softmax", TORCH_BOX(&softmax_cuda));
+  m.impl("softmax_backward", TORCH_BOX(&softmax_backward_cuda));
+}
+
+} // namespace wheelops::softmax

@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _helpers import (
+    DEVICES,
+    DTYPES,
+    LOW_PRECISION,
+    assert_close_to_eager,
+    assert_matches_reference,
+    randn,
+    strided_variants,
+)
+
+import wheelops
+
+# Last dimension 2 * d: d of 1, 7 and 1031 (not a multiple of any vector
+# width), 8 and 32 (one or a few vectors per row), 4096; empty and 1-D too.
+SHAPES = [(0, 8), (1, 2), (5, 14), (4, 64), (3, 2, 66), (2, 2062), (9, 16), (3, 0), (2,), (7, 8192)]
+INF, NAN = float("inf"), float("nan")
+
+
+def reference(x: torch.Tensor) -> torch.Tensor:
+    a, b = x.double().chunk(2, dim=-1)
+    return F.silu(a) * b
+
+
+def reference_grad(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    x64 = x.double().requires_grad_()
+    a, b = x64.chunk(2, dim=-1)
+    (grad_x,) = torch.autograd.grad(F.silu(a) * b, x64, grad.double())
+    return grad_x
+
+
+def eager(x: torch.Tensor) -> torch.Tensor:
+    a, b = x.chunk(2, dim=-1)
+    return F.silu(a) * b
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_matches_float64_and_eager(shape, dtype, device):
+    x = randn(shape, dtype, device, 1) * 3
+    out = wheelops.silu_and_mul(x)
+    assert out.shape == (*shape[:-1], shape[-1] // 2) and out.dtype == dtype
+    assert out.is_contiguous()
+    assert_matches_reference(out, reference(x))
+    assert_close_to_eager(out, eager(x))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_backward_op_matches_float64(shape, dtype, device):
+    x = randn(shape, dtype, device, 1) * 3
+    grad = randn((*shape[:-1], shape[-1] // 2), dtype, device, 2)
+    grad_x = torch.ops.wheelops.silu_and_mul_backward.default(grad, x)
+    assert grad_x.shape == x.shape and grad_x.dtype == dtype
+    assert_matches_reference(grad_x, reference_grad(grad, x))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_matches_eager(device):
+    x = torch.randn(6, 5, 96, device=device, requires_grad=True)
+    grad = torch.randn(6, 5, 48, device=device)
+    (ours,) = torch.autograd.grad(wheelops.silu_and_mul(x), x, grad)
+    (theirs,) = torch.autograd.grad(eager(x), x, grad)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_gradcheck_float64():
+    x = torch.randn(7, 26, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(wheelops.silu_and_mul, (x,))
+
+
+def test_saves_the_input():
+    # The backward needs x: changing it in place after the forward must be caught.
+    x = torch.randn(4, 8, requires_grad=True)
+    y = x * 1.0
+    out = wheelops.silu_and_mul(y)
+    with torch.no_grad():
+        y.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_and_misaligned_inputs(dtype, device):
+    x = randn((40, 48), dtype, device, 1)
+    grad = randn((40, 24), dtype, device, 2)
+    expected, expected_grad = reference(x), reference_grad(grad, x)
+    for view in strided_variants(x).values():
+        assert_matches_reference(wheelops.silu_and_mul(view), expected)
+        for grad_view in strided_variants(grad).values():
+            grad_x = torch.ops.wheelops.silu_and_mul_backward.default(grad_view, view)
+            assert_matches_reference(grad_x, expected_grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_and_inf_like_pytorch(device):
+    # PyTorch's silu(a) = a / (1 + exp(-a)): silu(-inf) = -inf / inf = NaN,
+    # silu(inf) = inf; its derivative at +-inf is NaN (0 * inf).
+    gate = [-INF, INF, NAN, -1000.0, 1000.0, 0.0, 1.0, 2.0]
+    up = [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, INF, NAN]
+    x = torch.tensor([gate + up], dtype=torch.float64, device=device)
+    grad = torch.ones(1, 8, dtype=torch.float64, device=device)
+    torch.testing.assert_close(wheelops.silu_and_mul(x), eager(x), equal_nan=True)
+    torch.testing.assert_close(
+        torch.ops.wheelops.silu_and_mul_backward.default(grad, x),
+        reference_grad(grad, x),
+        equal_nan=True,
+    )
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x_low = x.to(dtype)
+        torch.testing.assert_close(
+            wheelops.silu_and_mul(x_low).double(), reference(x_low), equal_nan=True
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_deterministic(device):
+    x = randn((300, 2 * 520), torch.bfloat16, device, 1)
+    grad = randn((300, 520), torch.bfloat16, device, 2)
+    first = wheelops.silu_and_mul(x)
+    first_grad = torch.ops.wheelops.silu_and_mul_backward.default(grad, x)
+    for _ in range(3):
+        assert torch.equal(wheelops.silu_and_mul(x), first)
+        assert torch.equal(torch.ops.wheelops.silu_and_mul_backward.default(grad, x), first_grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for requires_grad in (False, True):
+        for shape in ((3, 4, 32), (5, 14)):
+            x = torch.randn(shape, device=device, requires_grad=requires_grad)
+            torch.library.opcheck(torch.ops.wheelops.silu_and_mul.default, (x,))
+    x = torch.randn(5, 48, device=device)
+    torch.library.opcheck(
+        torch.ops.wheelops.silu_and_mul_backward.default, (torch.randn(5, 24, device=device), x)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_swiglu_mlp_forward_and_backward(device):
+    torch.manual_seed(0)
+    up = torch.nn.Linear(16, 2 * 24).to(device)
+    down = torch.nn.Linear(24, 16).to(device)
+    fused = torch.nn.Sequential(up, wheelops.nn.SiluAndMul(), down)
+    x = torch.randn(4, 16, device=device)
+    torch._dynamo.reset()
+    compiled = torch.compile(fused, fullgraph=True)
+    compiled(x).square().sum().backward()
+    grads = [p.grad.clone() for p in fused.parameters()]
+    fused.zero_grad()
+    reference_out = down(eager(up(x)))
+    reference_out.square().sum().backward()
+    torch.testing.assert_close(compiled(x), reference_out, atol=1e-5, rtol=1e-5)
+    for mine, theirs in zip(grads, [p.grad for p in fused.parameters()], strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_module():
+    module = wheelops.nn.SiluAndMul()
+    assert list(module.parameters()) == []
+    x = torch.randn(3, 10)
+    torch.testing.assert_close(module(x), eager(x))
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (([1.0, 2.0],), TypeError, "'x' must be a torch.Tensor, got list"),
+        ((torch.ones(2, 4, dtype=torch.int32),), TypeError, "'x' has dtype torch.int32"),
+        ((torch.ones(2, 5),), ValueError, r"'x' must have an even last dimension.*\[2, 5\]"),
+        ((torch.tensor(1.0),), ValueError, r"'x' must have an even last dimension.*\[\]"),
+    ],
+)
+def test_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.silu_and_mul(*args)
+
+
+def test_native_checks_reject_bad_input_too():
+    forward = torch.ops.wheelops.silu_and_mul.default
+    backward = torch.ops.wheelops.silu_and_mul_backward.default
+    with pytest.raises(RuntimeError, match="silu_and_mul: argument 'x' must have an even last"):
+        forward(torch.ones(2, 5))
+    with pytest.raises(RuntimeError, match="argument 'x' must have an even last"):
+        forward(torch.tensor(1.0))
+    with pytest.raises(RuntimeError, match="argument 'x' has dtype Int"):
+        forward(torch.ones(2, 4, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="'grad' must have the shape of the output"):
+        backward(torch.ones(2, 4), torch.ones(2, 4))
+    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same dtype"):
+        backward(torch.ones(2, 2, dtype=torch.float64), torch.ones(2, 4))
+
+
+@pytest.mark.gpu
+def test_mixed_devices_rejected():
+    with pytest.raises(RuntimeError, match="'grad' and 'x' must be on the same device"):
+        torch.ops.wheelops.silu_and_mul_backward.default(
+            torch.ones(2, 2, device="cuda"), torch.ones(2, 4)
+        )
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_side_stream(dtype):
+    x = randn((4096, 2 * 1024), dtype, "cuda", 1)
+    grad = randn((4096, 1024), dtype, "cuda", 2)
+    expected, expected_grad = reference(x), reference_grad(grad, x)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = wheelops.silu_and_mul(x)
+        grad_x = torch.ops.wheelops.silu_and_mul_backward.default(grad, x)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert_matches_reference(out, expected)
+    assert_matches_reference(grad_x, expected_grad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("rows", "d"), [(1_000_003, 8), (70_001, 100), (2, 2_000_003)])
+def test_grid_stride_over_rows_and_columns(rows, d):
+    # Far more rows than grid rows, and one row wider than the grid.
+    x = randn((rows, 2 * d), torch.float32, "cuda", 1)
+    assert_matches_reference(wheelops.silu_and_mul(x), reference(x))
+    grad = randn((rows, d), torch.float32, "cuda", 2)
+    assert_matches_reference(
+        torch.ops.wheelops.silu_and_mul_backward.default(grad, x), reference_grad(grad, x)
+    )
+
+
+@pytest.mark.gpu
+def test_more_than_2_pow_31_elements():
+    rows, d = 2**21 + 3, 512  # x has 2**31 + 3072 elements
+    x = torch.zeros(rows, 2 * d, dtype=torch.bfloat16, device="cuda")
+    last = randn((3, 2 * d), torch.bfloat16, "cuda", 1)
+    x[-3:] = last
+    x[0] = last[0]
+    out = wheelops.silu_and_mul(x)
+    torch.cuda.synchronize()
+    assert not out[1:-3].any()
+    assert_matches_reference(out[-3:], reference(last))
+    assert_matches_reference(out[0], reference(last[0]))
+    del out
+    grad = torch.ones(rows, d, dtype=torch.bfloat16, device="cuda")
+    grad_x = torch.ops.wheelops.silu_and_mul_backward.default(grad, x)
+    torch.cuda.synchronize()
+    # silu'(0) * b = 0.5 * 0 and silu(0) = 0 everywhere but the set rows.
+    assert not grad_x[1:-3].any()
+    assert_matches_reference(grad_x[-3:], reference_grad(grad[-3:], last))
+    del x, grad, grad_x
+    torch.cuda.empty_cache()

@@ -1,0 +1,350 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from _helpers import (
+    DEVICES,
+    DTYPES,
+    LOW_PRECISION,
+    assert_close_to_eager,
+    assert_matches_reference,
+    randn,
+    strided_variants,
+)
+
+import wheelops
+
+# Lengths that take every CUDA path: a thread per row (1, 2, 3, 7), teams of
+# part of a warp (16, 64), a warp (127, 1024), a block (1031, 4096, 8193), and
+# two passes (65536: longer than a block's registers). Odd lengths take the
+# scalar path, multiples of the vector width the 16-byte one.
+LENGTHS = [1, 2, 3, 7, 16, 64, 127, 1024, 1031, 4096, 8193, 65536]
+INF, NAN = float("inf"), float("nan")
+
+
+def reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return torch.softmax(x.double(), dim)
+
+
+def reference_backward(grad: torch.Tensor, out: torch.Tensor, dim: int) -> torch.Tensor:
+    g, y = grad.double(), out.double()
+    return y * (g - (g * y).sum(dim, keepdim=True))
+
+
+# Low precision: the saved output is rounded to the dtype before the backward
+# uses it (as in eager), so the gradient of x carries that rounding too.
+AUTOGRAD_TOLERANCE = {
+    torch.float64: (1e-12, 1e-10),
+    torch.float32: (2e-6, 2e-5),
+    torch.float16: (3e-3, 3e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", LENGTHS)
+def test_forward_matches_float64_and_eager(cols, dtype, device):
+    x = randn((3, cols), dtype, device, 1) * 4
+    out = wheelops.softmax(x)
+    assert out.shape == x.shape and out.dtype == dtype and out.is_contiguous()
+    assert_matches_reference(out, reference(x))
+    assert_close_to_eager(out, torch.softmax(x, -1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", LENGTHS)
+def test_backward_op_matches_float64(cols, dtype, device):
+    out = torch.softmax(randn((3, cols), torch.float64, device, 1) * 4, -1).to(dtype)
+    grad = randn((3, cols), dtype, device, 2)
+    grad_x = torch.ops.wheelops.softmax_backward.default(grad, out, -1)
+    assert grad_x.shape == out.shape and grad_x.dtype == dtype
+    assert_matches_reference(grad_x, reference_backward(grad, out, -1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [-3, -2, -1, 0, 1, 2])
+def test_every_dim_forward_and_backward(dim, dtype, device):
+    x = randn((4, 6, 37), dtype, device, 1).requires_grad_()
+    grad = randn((4, 6, 37), dtype, device, 2)
+    out = wheelops.softmax(x, dim)
+    assert out.is_contiguous()
+    assert_matches_reference(out, reference(x, dim))
+    (grad_x,) = torch.autograd.grad(out, x, grad)
+    x64 = x.detach().double().requires_grad_()
+    (expected,) = torch.autograd.grad(torch.softmax(x64, dim), x64, grad.double())
+    atol, rtol = AUTOGRAD_TOLERANCE[dtype]
+    torch.testing.assert_close(grad_x.double(), expected, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_matches_eager(device):
+    x = torch.randn(6, 5, 300, device=device, requires_grad=True)
+    grad = torch.randn(6, 5, 300, device=device)
+    for dim in (-1, 1):
+        ours = torch.autograd.grad(wheelops.softmax(x, dim), x, grad)[0]
+        eager = torch.autograd.grad(torch.softmax(x, dim), x, grad)[0]
+        torch.testing.assert_close(ours, eager, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_gradcheck_float64(dim):
+    x = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a: wheelops.softmax(a, dim), (x,))
+
+
+def test_saves_only_the_output():
+    # Were x saved, changing it in place would make the backward raise.
+    x = torch.randn(4, 9, requires_grad=True)
+    out = wheelops.softmax(x)
+    grad = torch.randn(4, 9)
+    with torch.no_grad():
+        x.add_(100.0)
+    (grad_x,) = torch.autograd.grad(out, x, grad)
+    torch.testing.assert_close(grad_x, reference_backward(grad, out, -1).float())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_and_misaligned_inputs(dtype, device):
+    x = randn((40, 67), dtype, device, 1)
+    grad = randn((40, 67), dtype, device, 2)
+    out = torch.softmax(x.double(), -1).to(dtype)
+    for view in strided_variants(x).values():
+        assert_matches_reference(wheelops.softmax(view), reference(x))
+    for out_view, grad_view in zip(
+        strided_variants(out).values(), strided_variants(grad).values(), strict=True
+    ):
+        grad_x = torch.ops.wheelops.softmax_backward.default(grad_view, out_view, 1)
+        assert_matches_reference(grad_x, reference_backward(grad, out, 1))
+        grad_x = torch.ops.wheelops.softmax_backward.default(grad, out_view, -1)
+        assert_matches_reference(grad_x, reference_backward(grad, out, 1))
+    # Vectorizable length, but a view that starts one element in.
+    wide = randn((8, 257), dtype, device, 3)
+    assert_matches_reference(wheelops.softmax(wide[:, 1:]), reference(wide[:, 1:]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_and_inf_like_pytorch(device):
+    rows = [
+        [INF, 1.0],
+        [-INF, -INF],
+        [INF, INF],
+        [INF, -INF],
+        [-INF, 1.0],
+        [NAN, 1.0],
+        [1.0, NAN],
+        [1e308, 1.0],
+        [-1e308, 1.0],
+        [0.5, 0.25],
+    ]
+    x = torch.tensor(rows, dtype=torch.float64, device=device)
+    torch.testing.assert_close(wheelops.softmax(x), torch.softmax(x, -1), equal_nan=True)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x_low = x.to(dtype)
+        torch.testing.assert_close(
+            wheelops.softmax(x_low).double(),
+            torch.softmax(x_low.double(), -1),
+            equal_nan=True,
+            atol=1e-3,
+            rtol=1e-2,
+        )
+    for single in ([INF], [-INF], [NAN], [3.0]):
+        t = torch.tensor(single, dtype=torch.float64, device=device)
+        torch.testing.assert_close(wheelops.softmax(t), torch.softmax(t, -1), equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cols", [5000, 70000])
+def test_nan_and_inf_in_long_rows(device, cols):
+    # 70000 float32 exceeds a block's registers on CUDA: the two-pass kernel,
+    # whose running max starts at -inf and meets -inf-only chunks.
+    x = torch.randn(6, cols, device=device)
+    x[0, :4096] = -INF  # a long -inf prefix, then finite values
+    x[1, :] = -INF
+    x[2, cols // 2] = INF
+    x[3, -1] = NAN
+    x[4, ::2] = -INF
+    expected = torch.softmax(x.double(), -1)
+    out = wheelops.softmax(x)
+    torch.testing.assert_close(out.double(), expected, equal_nan=True, atol=1e-6, rtol=1e-5)
+    assert torch.isnan(out[1:4]).all() and not torch.isnan(out[[0, 4, 5]]).any()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_deterministic(device):
+    for cols in (4096, 70000):
+        x = randn((64, cols), torch.float32, device, 1)
+        grad = randn((64, cols), torch.float32, device, 2)
+        first = wheelops.softmax(x)
+        first_grad = torch.ops.wheelops.softmax_backward.default(grad, first, -1)
+        for _ in range(3):
+            assert torch.equal(wheelops.softmax(x), first)
+            again = torch.ops.wheelops.softmax_backward.default(grad, first, -1)
+            assert torch.equal(again, first_grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    ("shape", "dim"), [((0, 5), -1), ((5, 0), -1), ((0, 5), 0), ((2, 0, 3), 1), ((3, 0), 0)]
+)
+def test_empty(shape, dim, device):
+    x = torch.randn(shape, device=device, requires_grad=True)
+    out = wheelops.softmax(x, dim)
+    assert out.shape == x.shape
+    torch.testing.assert_close(out, torch.softmax(x, dim))
+    (grad_x,) = torch.autograd.grad(out.sum(), x)
+    assert grad_x.shape == x.shape
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_dim_like_pytorch(device):
+    for value in (3.0, -INF, NAN):
+        x = torch.tensor(value, device=device)
+        for dim in (0, -1):
+            torch.testing.assert_close(
+                wheelops.softmax(x, dim), torch.softmax(x, dim), equal_nan=True
+            )
+    with pytest.raises(ValueError, match=r"'dim' must be in \[-1, 0\]"):
+        wheelops.softmax(torch.tensor(1.0, device=device), 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for requires_grad in (False, True):
+        for dim in (-1, 0, 1):
+            x = torch.randn(3, 4, 33, device=device, requires_grad=requires_grad)
+            torch.library.opcheck(torch.ops.wheelops.softmax.default, (x, dim))
+    for dim in (-1, 1):
+        out = torch.softmax(torch.randn(5, 24, device=device), -1)
+        grad = torch.randn(5, 24, device=device)
+        torch.library.opcheck(torch.ops.wheelops.softmax_backward.default, (grad, out, dim))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_forward_and_backward(device):
+    def fn(x):
+        return (wheelops.softmax(x, -1) * wheelops.softmax(x, 0)).sum()
+
+    x = torch.randn(8, 33, device=device, requires_grad=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True)
+    out = compiled(x)
+    (grad,) = torch.autograd.grad(out, x)
+    x_eager = x.detach().requires_grad_()
+    eager = (torch.softmax(x_eager, -1) * torch.softmax(x_eager, 0)).sum()
+    (grad_eager,) = torch.autograd.grad(eager, x_eager)
+    torch.testing.assert_close(out, eager)
+    torch.testing.assert_close(grad, grad_eager)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_matches_torch_nn_softmax(device):
+    x = torch.randn(3, 7, 11, device=device)
+    for dim in (-1, 1):
+        torch.testing.assert_close(wheelops.nn.Softmax(dim)(x), torch.nn.Softmax(dim)(x))
+    assert wheelops.nn.Softmax().dim == -1 and "dim=-1" in repr(wheelops.nn.Softmax())
+    with pytest.raises(TypeError, match="'dim' must be an int"):
+        wheelops.nn.Softmax(None)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (([1.0, 2.0],), TypeError, "'x' must be a torch.Tensor, got list"),
+        ((torch.ones(2, 3, dtype=torch.int64),), TypeError, "'x' has dtype torch.int64"),
+        ((torch.ones(2, 3), 2), ValueError, r"'dim' must be in \[-2, 1\].*got 2"),
+        ((torch.ones(2, 3), -3), ValueError, r"'dim' must be in \[-2, 1\].*got -3"),
+        ((torch.ones(2, 3), 1.0), TypeError, "'dim' must be an int, got float"),
+        ((torch.ones(2, 3), True), TypeError, "'dim' must be an int, got bool"),
+        ((torch.ones(2, 3), None), TypeError, "'dim' must be an int, got NoneType"),
+    ],
+)
+def test_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        wheelops.softmax(*args)
+
+
+def test_native_checks_reject_bad_input_too():
+    softmax = torch.ops.wheelops.softmax.default
+    backward = torch.ops.wheelops.softmax_backward.default
+    with pytest.raises(RuntimeError, match=r"softmax: argument 'dim' must be in \[-2, 1\]"):
+        softmax(torch.ones(2, 3), 5)
+    with pytest.raises(RuntimeError, match="argument 'x' has dtype Long"):
+        softmax(torch.ones(2, 3, dtype=torch.int64), -1)
+    with pytest.raises(RuntimeError, match="'grad' and 'out' must have the same shape"):
+        backward(torch.ones(3, 3), torch.ones(2, 3), -1)
+    with pytest.raises(RuntimeError, match="'grad' and 'out' must have the same dtype"):
+        backward(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3), -1)
+    with pytest.raises(RuntimeError, match="softmax_backward: argument 'dim' must be in"):
+        backward(torch.ones(2, 3), torch.ones(2, 3), 2)
+
+
+@pytest.mark.gpu
+def test_mixed_devices_rejected():
+    with pytest.raises(RuntimeError, match="'grad' and 'out' must be on the same device"):
+        torch.ops.wheelops.softmax_backward.default(
+            torch.ones(2, 3, device="cuda"), torch.ones(2, 3), -1
+        )
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cols", [32768, 40000, 100003, 262144])
+def test_long_rows_on_gpu(cols, dtype):
+    # 32768: the most a block holds in registers; beyond: two passes, with
+    # 16-byte vectors (40000, 262144) and without (100003).
+    x = randn((5, cols), dtype, "cuda", 1) * 4
+    out = wheelops.softmax(x)
+    assert_matches_reference(out, reference(x))
+    grad = randn((5, cols), dtype, "cuda", 2)
+    grad_x = torch.ops.wheelops.softmax_backward.default(grad, out, -1)
+    assert_matches_reference(grad_x, reference_backward(grad, out, -1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("rows", "cols"), [(3_000_000, 3), (400_000, 100), (70_000, 1024)])
+def test_more_rows_than_one_grid(rows, cols):
+    # More rows than the grid has teams: the grid-stride loop over rows.
+    x = randn((rows, cols), torch.float32, "cuda", 1)
+    out = wheelops.softmax(x)
+    assert_matches_reference(out, reference(x))
+    grad_x = torch.ops.wheelops.softmax_backward.default(x, out, -1)
+    assert_matches_reference(grad_x, reference_backward(x, out, -1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_side_stream(dtype):
+    x = randn((4096, 1024), dtype, "cuda", 1)
+    grad = randn((4096, 1024), dtype, "cuda", 2)
+    expected = reference(x)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = wheelops.softmax(x)
+        grad_x = torch.ops.wheelops.softmax_backward.default(grad, out, -1)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert_matches_reference(out, expected)
+    assert_matches_reference(grad_x, reference_backward(grad, out, -1))
+
+
+@pytest.mark.gpu
+def test_more_than_2_pow_31_elements():
+    rows, cols = 2**21 + 3, 1024  # 2**31 + 3072 elements
+    x = torch.zeros(rows, cols, dtype=torch.bfloat16, device="cuda")
+    x[-1] = torch.arange(cols, device="cuda") / cols
+    out = wheelops.softmax(x)
+    torch.cuda.synchronize()
+    assert torch.all(out[:-1] == 1.0 / cols)
+    assert_matches_reference(out[-1], reference(x[-1]))
+    grad_x = torch.ops.wheelops.softmax_backward.default(x, out, -1)
+    torch.cuda.synchronize()
+    assert not grad_x[:-1].any()
+    assert_matches_reference(grad_x[-1], reference_backward(x[-1], out[-1], -1))
+    del x, out, grad_x
+    torch.cuda.empty_cache()
