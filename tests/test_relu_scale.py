@@ -60,10 +60,39 @@ def test_backward_matches_eager(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_backward_matches_float64(dtype, device):
+    # Odd length (vector body + tail), zeros, NaN and infinities among the inputs.
+    x = randn((3, 37), dtype, device, 1)
+    x[0, :4] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf")])
+    grad = randn((3, 37), dtype, device, 2)
+    expected = torch.where(
+        x.double() > 0, grad.double() * 1.25, torch.zeros((), dtype=torch.float64, device=device)
+    )
+    for view in strided_variants(x).values():
+        got = torch.ops.wheelops.relu_scale_backward.default(grad, view, 1.25)
+        assert got.dtype == dtype and got.is_contiguous()
+        assert_matches_reference(got, expected)
+
+
+def test_native_backward_checks():
+    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same shape"):
+        torch.ops.wheelops.relu_scale_backward.default(torch.ones(3), torch.ones(4), 1.0)
+    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same dtype"):
+        torch.ops.wheelops.relu_scale_backward.default(
+            torch.ones(3), torch.ones(3, dtype=torch.float64), 1.0
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     for requires_grad in (False, True):
         x = torch.randn(4, 11, device=device, requires_grad=requires_grad)
         torch.library.opcheck(torch.ops.wheelops.relu_scale.default, (x, 0.5))
+    x = torch.randn(4, 11, device=device)
+    torch.library.opcheck(
+        torch.ops.wheelops.relu_scale_backward.default, (torch.randn_like(x), x, 0.5)
+    )
 
 
 @pytest.mark.parametrize(

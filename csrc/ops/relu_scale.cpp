@@ -23,12 +23,31 @@ Tensor relu_scale_cpu(const Tensor& x, double alpha) {
   return out;
 }
 
+Tensor relu_scale_backward_cpu(const Tensor& grad, const Tensor& x, double alpha) {
+  check_relu_scale_backward_args(grad, x);
+  const Tensor g_c = torch::stable::contiguous(grad);
+  const Tensor x_c = torch::stable::contiguous(x);
+  Tensor grad_x = torch::stable::empty_like(x_c);
+  dispatch_float(x_c.scalar_type(), "relu_scale_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type<T>;
+    const A a = static_cast<A>(alpha);
+    cpu::elementwise(
+        grad_x.mutable_data_ptr<T>(), x_c.numel(),
+        [a](A g, A v) { return relu_scale_grad_value(g, v, a); }, g_c.const_data_ptr<T>(),
+        x_c.const_data_ptr<T>());
+  });
+  return grad_x;
+}
+
 STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
   m.def("relu_scale(Tensor x, float alpha) -> Tensor");
+  m.def("relu_scale_backward(Tensor grad, Tensor x, float alpha) -> Tensor");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("relu_scale", TORCH_BOX(&relu_scale_cpu));
+  m.impl("relu_scale_backward", TORCH_BOX(&relu_scale_backward_cpu));
 }
 
 } // namespace wheelops

@@ -19,6 +19,14 @@ struct ReluScaleOp {
   }
 };
 
+template <typename A>
+struct ReluScaleGradOp {
+  A alpha;
+  __device__ A operator()(A grad, A x) const {
+    return relu_scale_grad_value(grad, x, alpha);
+  }
+};
+
 } // namespace
 
 Tensor relu_scale_cuda(const Tensor& x, double alpha) {
@@ -39,8 +47,28 @@ Tensor relu_scale_cuda(const Tensor& x, double alpha) {
   return out;
 }
 
+Tensor relu_scale_backward_cuda(const Tensor& grad, const Tensor& x, double alpha) {
+  check_relu_scale_backward_args(grad, x);
+  const int32_t device = x.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const Tensor g_c = torch::stable::contiguous(grad);
+  const Tensor x_c = torch::stable::contiguous(x);
+  Tensor grad_x = torch::stable::empty_like(x_c);
+  const cudaStream_t stream = cuda::current_stream(device, "relu_scale_backward");
+  dispatch_float(x_c.scalar_type(), "relu_scale_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type<T>;
+    cuda::Inputs<T, 2> in{{g_c.const_data_ptr<T>(), x_c.const_data_ptr<T>()}};
+    cuda::launch_elementwise(
+        grad_x.mutable_data_ptr<T>(), in, x_c.numel(),
+        ReluScaleGradOp<A>{static_cast<A>(alpha)}, device, stream, "relu_scale_backward");
+  });
+  return grad_x;
+}
+
 STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("relu_scale", TORCH_BOX(&relu_scale_cuda));
+  m.impl("relu_scale_backward", TORCH_BOX(&relu_scale_backward_cuda));
 }
 
 } // namespace wheelops

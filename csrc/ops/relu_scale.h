@@ -12,10 +12,25 @@ inline void check_relu_scale_args(const Tensor& x) {
   check_float_tensor(x, "relu_scale", "x");
 }
 
+inline void check_relu_scale_backward_args(const Tensor& grad, const Tensor& x) {
+  check_float_tensor(grad, "relu_scale_backward", "grad");
+  check_float_tensor(x, "relu_scale_backward", "x");
+  check_same_device(grad, "grad", x, "x", "relu_scale_backward");
+  check_same_dtype(grad, "grad", x, "x", "relu_scale_backward");
+  check_same_shape(grad, "grad", x, "x", "relu_scale_backward");
+}
+
 // max(x, 0) * alpha; NaN propagates, as torch.relu does.
 template <typename A>
 C10_HOST_DEVICE inline A relu_scale_value(A x, A alpha) {
   return (x < A(0) ? A(0) : x) * alpha;
+}
+
+// d/dx relu(x) * alpha: alpha where x > 0, else 0 (NaN included, as torch's
+// threshold_backward).
+template <typename A>
+C10_HOST_DEVICE inline A relu_scale_grad_value(A grad, A x, A alpha) {
+  return x > A(0) ? grad * alpha : A(0);
 }
 
 } // namespace wheelops

@@ -41,13 +41,22 @@ def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     ctx.alpha = alpha
 
 
+def _fake_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.Tensor:
+    _checks.float_tensor("relu_scale_backward", "grad", grad)
+    _checks.float_tensor("relu_scale_backward", "x", x)
+    _checks.same_dtype("relu_scale_backward", "grad", grad, "x", x)
+    _checks.same_shape("relu_scale_backward", "grad", grad, "x", x)
+    _checks.gpu_supported("relu_scale_backward", x)
+    return x.new_empty(x.shape)
+
+
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     (x,) = ctx.saved_tensors
-    # d/dx relu(x) * alpha = alpha where x > 0, else 0 (also for NaN, as torch.relu).
-    grad_x = torch.where(x > 0, grad * ctx.alpha, torch.zeros_like(grad))
-    return grad_x, None
+    # One fused pass: alpha * grad where x > 0, else 0 (NaN included, as torch.relu).
+    return torch.ops.wheelops.relu_scale_backward.default(grad, x, ctx.alpha), None
 
 
 def register() -> None:
     torch.library.register_fake("wheelops::relu_scale", _fake)
+    torch.library.register_fake("wheelops::relu_scale_backward", _fake_backward)
     torch.library.register_autograd("wheelops::relu_scale", _backward, setup_context=_setup_context)
