@@ -21,6 +21,14 @@
 //   thread-major so banks do not conflict), then the block writes
 //   partial[block, cols] in float32 and a second kernel sums the partials in a
 //   fixed order. No atomics: results are bitwise the same run to run.
+// * Blocks keep the next row's loads in flight while they reduce and store the
+//   current one (forward blocks of <= 512 threads, on a persistent grid of
+//   exactly the resident blocks; backward where x and grad slices are <= 4
+//   registers each): the per-row __syncthreads reductions otherwise leave an
+//   SM with nothing in flight, and few row blocks fit per SM.
+// * Host work per call is kept off the GPU's critical path: occupancy and
+//   function-attribute queries are cached, contiguous() is skipped for
+//   contiguous input (each stable-ABI call is a boxed dispatcher call).
 // * 16-byte vectors need every pointer 16-byte aligned and cols % vector width
 //   == 0; otherwise the same kernels run with one element per access.
 // * Rows run over gridDim.x with a grid-stride loop (never gridDim.y), and
