@@ -18,6 +18,7 @@
 #include "silu_and_mul.h"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
+#include "wheelops/occupancy.cuh"
 #include "wheelops/vectorized.cuh"
 
 namespace wheelops::silu_and_mul {
@@ -27,7 +28,13 @@ using cuda::Vec;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxGridY = 65535;
-constexpr int64_t kBlocksPerSm = 8;
+// Rows each forward thread loads before it computes: two 16-byte loads per
+// row, so two rows give four independent loads in flight per thread.
+constexpr int kForwardRows = 2;
+// Resident forward blocks per SM the register budget must allow: left alone,
+// ptxas took 72 registers for bf16 (3 blocks per SM), giving back most of what
+// the second row in flight adds.
+constexpr int kForwardMinBlocks = 4;
 
 template <typename T, int kVec>
 __device__ __forceinline__ Vec<T, kVec> load(const T* p, int64_t vec_index) {
@@ -39,26 +46,56 @@ __device__ __forceinline__ void store(T* p, int64_t vec_index, const Vec<T, kVec
   reinterpret_cast<Vec<T, kVec>*>(p)[vec_index] = v;
 }
 
+// silu(a) * b for the forward kernel. A bf16 output element moves 6 bytes, so
+// the exact expf and IEEE division (~20 instructions) took a large share of
+// the issue slots at full bandwidth (bf16 ran at 68-80% of copy bandwidth, float
+// at 90-94%). For 16-bit types: __expf (one multiply and MUFU.EX2; a flushed
+// denormal only meets 1 + e) and a correctly rounded reciprocal, far more
+// accurate than the 8-11 bit result. inf/NaN: a = -inf gives -inf * b * 0 =
+// NaN and a = +inf gives inf * b, as the exact formula does.
+template <typename T, typename A>
+__device__ __forceinline__ A forward_value(A a, A b) {
+  if constexpr (sizeof(T) == 2) {
+    return a * b * __frcp_rn(1.0f + __expf(-a));
+  } else {
+    return forward(a, b);
+  }
+}
+
 template <typename T, int kVec>
-__global__ void silu_and_mul_forward_kernel(
+__global__ void __launch_bounds__(kThreads, kForwardMinBlocks) silu_and_mul_forward_kernel(
     const T* __restrict__ x, T* __restrict__ out, int64_t rows, int64_t d) {
   using A = acc_type<T>;
   const int64_t vecs = d / kVec;
   const int64_t col_stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t row_stride = int64_t{gridDim.y} * blockDim.y;
-  for (int64_t r = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; r < rows; r += row_stride) {
-    const T* gate = x + r * 2 * d;
-    const T* up = gate + d;
-    T* o = out + r * d;
+  for (int64_t r0 = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; r0 < rows;
+       r0 += row_stride * kForwardRows) {
     for (int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < vecs; c += col_stride) {
-      const Vec<T, kVec> a = load<T, kVec>(gate, c);
-      const Vec<T, kVec> b = load<T, kVec>(up, c);
-      Vec<T, kVec> y;
+      Vec<T, kVec> a[kForwardRows];
+      Vec<T, kVec> b[kForwardRows];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        y.val[j] = static_cast<T>(forward(static_cast<A>(a.val[j]), static_cast<A>(b.val[j])));
+      for (int u = 0; u < kForwardRows; ++u) {
+        const int64_t r = r0 + u * row_stride;
+        if (r < rows) {
+          const T* gate = x + r * 2 * d;
+          a[u] = load<T, kVec>(gate, c);
+          b[u] = load<T, kVec>(gate + d, c);
+        }
       }
-      store<T, kVec>(o, c, y);
+#pragma unroll
+      for (int u = 0; u < kForwardRows; ++u) {
+        const int64_t r = r0 + u * row_stride;
+        if (r < rows) {
+          Vec<T, kVec> y;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            y.val[j] = static_cast<T>(
+                forward_value<T>(static_cast<A>(a[u].val[j]), static_cast<A>(b[u].val[j])));
+          }
+          store<T, kVec>(out + r * d, c, y);
+        }
+      }
     }
   }
 }
@@ -119,14 +156,18 @@ struct Grid {
 };
 
 // Threads along a row cover its vectors (up to a block's width), the rest of
-// the block takes further rows; enough blocks to fill every SM several times.
-Grid grid_for(int64_t vecs, int64_t rows, int32_t device) {
+// the block takes further rows. The grid is one resident wave: `blocks_per_sm`
+// comes from the kernel's occupancy, because a fixed 8 blocks per SM did not
+// fit once a kernel needed more than 32 registers and left a partial second
+// wave (bf16 4096x4096 ran at 68% of copy bandwidth). `rows_per_step` rows of
+// a thread are in flight together, so passes count in those steps.
+Grid grid_for(int64_t vecs, int64_t rows, int blocks_per_sm, int rows_per_step, int32_t device) {
   int threads_x = 1;  // short rows: a warp spans several rows, no idle lanes
   while (threads_x < kThreads && threads_x < vecs) {
     threads_x *= 2;
   }
   const int threads_y = kThreads / threads_x;
-  const int64_t wanted = int64_t{cuda::multiprocessor_count(device)} * kBlocksPerSm;
+  const int64_t wanted = int64_t{cuda::multiprocessor_count(device)} * blocks_per_sm;
   int64_t grid_x = (vecs + threads_x - 1) / threads_x;
   grid_x = grid_x < wanted ? grid_x : wanted;
   int64_t grid_y = (wanted + grid_x - 1) / grid_x;
@@ -134,13 +175,24 @@ Grid grid_for(int64_t vecs, int64_t rows, int32_t device) {
   grid_y = grid_y < rows_y ? grid_y : rows_y;
   grid_y = grid_y < kMaxGridY ? grid_y : kMaxGridY;
   grid_y = grid_y > 0 ? grid_y : 1;
-  // Same number of rows for every block row (no straggling last pass).
-  const int64_t passes = (rows_y + grid_y - 1) / grid_y;
-  grid_y = passes > 0 ? (rows_y + passes - 1) / passes : 1;
+  // Same number of steps for every block row (no straggling last pass).
+  const int64_t steps_y = (rows_y + rows_per_step - 1) / rows_per_step;
+  const int64_t passes = (steps_y + grid_y - 1) / grid_y;
+  grid_y = passes > 0 ? (steps_y + passes - 1) / passes : 1;
   return {
       dim3(threads_x, threads_y),
       dim3(static_cast<unsigned int>(grid_x > 0 ? grid_x : 1),
            static_cast<unsigned int>(grid_y > 0 ? grid_y : 1))};
+}
+
+// Launches `kernel` on a one-wave grid for rows of `vecs` vectors.
+template <typename Kernel, typename... Args>
+void launch_rows(
+    cuda::OccupancyCache& cache, Kernel kernel, int64_t vecs, int64_t rows, int rows_per_step,
+    int32_t device, cudaStream_t stream, Args... args) {
+  const int per_sm = cuda::resident_blocks_per_sm(cache, kernel, kThreads, 0, device);
+  const Grid g = grid_for(vecs, rows, per_sm, rows_per_step, device);
+  kernel<<<g.grid, g.block, 0, stream>>>(args...);
 }
 
 std::vector<int64_t> output_shape(const Tensor& x) {
@@ -169,11 +221,15 @@ Tensor silu_and_mul_cuda(const Tensor& x) {
     const T* px = x_c.const_data_ptr<T>();
     T* po = out.mutable_data_ptr<T>();
     if (can_vectorize<T>(shape.d, {px, po})) {
-      const Grid g = grid_for(shape.d / kVec, shape.rows, device);
-      silu_and_mul_forward_kernel<T, kVec><<<g.grid, g.block, 0, stream>>>(px, po, shape.rows, shape.d);
+      static cuda::OccupancyCache cache{};
+      launch_rows(
+          cache, silu_and_mul_forward_kernel<T, kVec>, shape.d / kVec, shape.rows, kForwardRows,
+          device, stream, px, po, shape.rows, shape.d);
     } else {
-      const Grid g = grid_for(shape.d, shape.rows, device);
-      silu_and_mul_forward_kernel<T, 1><<<g.grid, g.block, 0, stream>>>(px, po, shape.rows, shape.d);
+      static cuda::OccupancyCache cache{};
+      launch_rows(
+          cache, silu_and_mul_forward_kernel<T, 1>, shape.d, shape.rows, kForwardRows, device,
+          stream, px, po, shape.rows, shape.d);
     }
     WHEELOPS_CHECK_LAUNCH("silu_and_mul");
   });
@@ -199,13 +255,15 @@ Tensor silu_and_mul_backward_cuda(const Tensor& grad, const Tensor& x) {
     const T* px = x_c.const_data_ptr<T>();
     T* pgx = grad_x.mutable_data_ptr<T>();
     if (can_vectorize<T>(shape.d, {pg, px, pgx})) {
-      const Grid g = grid_for(shape.d / kVec, shape.rows, device);
-      silu_and_mul_backward_kernel<T, kVec>
-          <<<g.grid, g.block, 0, stream>>>(pg, px, pgx, shape.rows, shape.d);
+      static cuda::OccupancyCache cache{};
+      launch_rows(
+          cache, silu_and_mul_backward_kernel<T, kVec>, shape.d / kVec, shape.rows, 1, device,
+          stream, pg, px, pgx, shape.rows, shape.d);
     } else {
-      const Grid g = grid_for(shape.d, shape.rows, device);
-      silu_and_mul_backward_kernel<T, 1>
-          <<<g.grid, g.block, 0, stream>>>(pg, px, pgx, shape.rows, shape.d);
+      static cuda::OccupancyCache cache{};
+      launch_rows(
+          cache, silu_and_mul_backward_kernel<T, 1>, shape.d, shape.rows, 1, device, stream, pg,
+          px, pgx, shape.rows, shape.d);
     }
     WHEELOPS_CHECK_LAUNCH("silu_and_mul_backward");
   });

@@ -26,6 +26,7 @@
 #include "wheelops/block_reduce.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
+#include "wheelops/occupancy.cuh"
 #include "wheelops/vectorized.cuh"
 
 namespace wheelops::softmax {
@@ -58,6 +59,49 @@ constexpr int kMaxSmsWaves = 8;
 
 __device__ __forceinline__ float exp_acc(float v) { return expf(v); }
 __device__ __forceinline__ double exp_acc(double v) { return exp(v); }
+
+// exp(v - max) for the register kernels. A 16-bit row has twice the elements
+// per byte of a float row, so its instruction count per byte matters (the
+// bf16 kernels ran at ~60% of copy bandwidth): for 16-bit types, exp2 of a
+// pre-scaled argument (one FFMA + MUFU.EX2 instead of expf's range reduction)
+// is accurate far beyond the output's 8-11 bits. float and double keep the
+// full-precision exp. `scaled_max` is max * log2(e) for 16-bit types, max
+// otherwise (see scale_max).
+template <typename T, typename A>
+__device__ __forceinline__ A scale_max(A row_max) {
+  if constexpr (sizeof(T) == 2) {
+    return row_max * A(CUDART_L2E_F);
+  } else {
+    return row_max;
+  }
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ A exp_shifted(A v, A scaled_max) {
+  if constexpr (sizeof(T) == 2) {
+    // inf/NaN behave as in exp(v - max): fma(inf, c, -inf) is NaN, fma(x, c,
+    // -inf) with finite x is -inf (exp2 -> 0), and NaN stays NaN.
+    return exp2f(fmaf(v, CUDART_L2E_F, -scaled_max));
+  } else {
+    return exp_acc(v - scaled_max);
+  }
+}
+
+// Keeps the compiler from carrying float copies of a 16-bit vector across a
+// reduction: without it, ptxas kept both the packed inputs and their float
+// conversions live (95 registers for the bf16 backward at 4 vectors per thread,
+// so only 2 blocks of 256 threads per SM). Re-converting after the barrier
+// costs one instruction per element and halves the registers the row needs.
+template <typename T, int kVec>
+__device__ __forceinline__ void opaque(Vec<T, kVec>& v) {
+  if constexpr (sizeof(T) == 2 && sizeof(Vec<T, kVec>) % 4 == 0) {
+    auto* words = reinterpret_cast<unsigned int*>(&v);
+#pragma unroll
+    for (int w = 0; w < static_cast<int>(sizeof(Vec<T, kVec>) / 4); ++w) {
+      asm volatile("" : "+r"(words[w]));
+    }
+  }
+}
 
 template <typename A>
 __device__ __forceinline__ A negative_infinity() {
@@ -94,6 +138,43 @@ __device__ __forceinline__ A team_allreduce(A value, Op op, A identity, const Te
     value = op(value, __shfl_xor_sync(kFullMask, value, offset));
   }
   return value;
+}
+
+// Asks L2 to fetch the block's next rows, [p, p + bytes), while the current
+// ones are reduced. The register kernels can hold only a few rows per SM
+// (their registers are the row buffer), which is not enough bytes in flight to
+// cover DRAM latency, and a block loads nothing while it reduces and writes;
+// with the next rows already streaming into L2 the SM keeps DRAM busy through
+// those phases and its own loads see L2 latency. A hint only (sm_90 bulk
+// prefetch): results never depend on it. p and bytes must be multiples of 16,
+// which the 16-byte vector path guarantees.
+__device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x < kWarpSize && bytes > 0) {
+    const int64_t chunk = (bytes + kWarpSize * 16 - 1) / (kWarpSize * 16) * 16;
+    const int64_t begin = int64_t{threadIdx.x} * chunk;
+    if (begin < bytes) {
+      const int64_t len = bytes - begin < chunk ? bytes - begin : chunk;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
+                   :
+                   : "l"(static_cast<const char*>(p) + begin), "r"(static_cast<unsigned int>(len))
+                   : "memory");
+    }
+  }
+#endif
+}
+
+// Prefetches the rows [next_first, next_first + count) of a [rows, cols] array
+// (the rows a block handles on its next grid-stride step), vector path only.
+template <typename T, int kVec>
+__device__ __forceinline__ void prefetch_rows(
+    const T* base, int64_t next_first, int64_t per_block, int64_t rows, int64_t cols) {
+  if constexpr (kVec > 1) {
+    if (next_first < rows) {
+      const int64_t count = rows - next_first < per_block ? rows - next_first : per_block;
+      prefetch_l2(base + next_first * cols, count * cols * static_cast<int64_t>(sizeof(T)));
+    }
+  }
 }
 
 template <typename T, int kVec>
@@ -135,11 +216,15 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_in_registers(
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           v[i][j] = static_cast<A>(p.val[j]);
-          local_max = MaxOp{}(local_max, v[i][j]);
+          // fmax drops NaN (one instruction instead of MaxOp's three); a NaN
+          // still poisons the row through its exp in the sum below, as in torch.
+          local_max = fmax(local_max, v[i][j]);
         }
       }
     }
+    prefetch_rows<T, kVec>(x, first + stride, team.per_block, rows, cols);
     const A row_max = team_allreduce(local_max, MaxOp{}, negative_infinity<A>(), team, scratch);
+    const A scaled_max = scale_max<T>(row_max);
     A local_sum = A(0);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -147,7 +232,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_in_registers(
       if (active && vi < vecs) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          v[i][j] = exp_acc(v[i][j] - row_max);
+          v[i][j] = exp_shifted<T>(v[i][j], scaled_max);
           local_sum += v[i][j];
         }
       }
@@ -317,6 +402,13 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_backward_in_registers(
         }
       }
     }
+    prefetch_rows<T, kVec>(grad, first + stride, team.per_block, rows, cols);
+    prefetch_rows<T, kVec>(y, first + stride, team.per_block, rows, cols);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      opaque(g[i]);
+      opaque(o[i]);
+    }
     const A dot = team_allreduce(local_dot, SumOp{}, A(0), team, scratch);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -472,12 +564,16 @@ struct Launch {
   int threads;
 };
 
-Launch register_launch(const RowPlan& plan, int64_t rows, int32_t device) {
-  if (plan.team <= kWarpSize) {
-    const int per_block = kSmallRowBlock / plan.team;
-    return {blocks_for((rows + per_block - 1) / per_block, kSmallRowBlock, device), kSmallRowBlock};
-  }
-  return {blocks_for(rows, plan.team, device), plan.team};
+// One resident wave of `kernel` (a grid-stride loop over blocks of rows): each
+// block then has a next row to prefetch while it works on the current one.
+template <typename Kernel>
+Launch register_launch(
+    cuda::OccupancyCache& cache, Kernel kernel, const RowPlan& plan, int64_t rows,
+    int32_t device) {
+  const int threads = plan.team <= kWarpSize ? kSmallRowBlock : plan.team;
+  const int64_t per_block = plan.team <= kWarpSize ? kSmallRowBlock / plan.team : 1;
+  const int64_t groups = (rows + per_block - 1) / per_block;
+  return {cuda::resident_grid(cache, kernel, threads, 0, groups, device), threads};
 }
 
 template <typename T, int kVec>
@@ -491,10 +587,11 @@ void launch_forward(const T* x, T* y, Rows shape, int32_t device, cudaStream_t s
     softmax_forward_two_pass<T, kVec>
         <<<blocks, kMaxThreads, 0, stream>>>(x, y, shape.rows, shape.cols);
   } else {
-    const Launch launch = register_launch(plan, shape.rows, device);
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
-      softmax_forward_in_registers<T, kVec, decltype(items)::value>
-          <<<launch.blocks, launch.threads, 0, stream>>>(x, y, shape.rows, shape.cols, plan.team);
+      static cuda::OccupancyCache cache{};
+      const auto kernel = softmax_forward_in_registers<T, kVec, decltype(items)::value>;
+      const Launch launch = register_launch(cache, kernel, plan, shape.rows, device);
+      kernel<<<launch.blocks, launch.threads, 0, stream>>>(x, y, shape.rows, shape.cols, plan.team);
     });
   }
   WHEELOPS_CHECK_LAUNCH("softmax");
@@ -511,11 +608,12 @@ void launch_backward(
     softmax_backward_two_pass<T, kVec>
         <<<blocks, kMaxThreads, 0, stream>>>(grad, y, grad_x, shape.rows, shape.cols);
   } else {
-    const Launch launch = register_launch(plan, shape.rows, device);
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
-      softmax_backward_in_registers<T, kVec, decltype(items)::value>
-          <<<launch.blocks, launch.threads, 0, stream>>>(
-              grad, y, grad_x, shape.rows, shape.cols, plan.team);
+      static cuda::OccupancyCache cache{};
+      const auto kernel = softmax_backward_in_registers<T, kVec, decltype(items)::value>;
+      const Launch launch = register_launch(cache, kernel, plan, shape.rows, device);
+      kernel<<<launch.blocks, launch.threads, 0, stream>>>(
+          grad, y, grad_x, shape.rows, shape.cols, plan.team);
     });
   }
   WHEELOPS_CHECK_LAUNCH("softmax_backward");

@@ -1,0 +1,62 @@
+// Grid sizing from a kernel's real occupancy.
+//
+// A grid of "N blocks per SM" assumes N blocks fit at once; when registers or
+// shared memory allow fewer, the grid runs as a full wave plus a partial one,
+// and the partial wave costs nearly as long as a full one with a fraction of
+// the bytes in flight. Persistent (grid-stride) kernels should launch exactly
+// the blocks that are resident together. The occupancy query is cached per
+// kernel and device, so the hot path pays for it once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "wheelops/cuda_runtime.cuh"
+
+namespace wheelops::cuda {
+
+// One cache per kernel: declare it `static` next to the launch.
+using OccupancyCache = std::array<std::atomic<int>, kMaxDevices>;
+
+// Blocks of `threads` threads (and `shared_bytes` dynamic shared memory) of
+// `kernel` that fit on one SM of `device` at once; at least 1.
+template <typename Kernel>
+int resident_blocks_per_sm(
+    OccupancyCache& cache, Kernel kernel, int threads, size_t shared_bytes, int32_t device) {
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached) {
+    const int hit = cache[device].load(std::memory_order_relaxed);
+    if (hit > 0) {
+      return hit;
+    }
+  }
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes) !=
+      cudaSuccess) {
+    cudaGetLastError();  // leave no error behind for the launch check
+    blocks = 1;
+  }
+  blocks = blocks > 0 ? blocks : 1;
+  if (cached) {
+    cache[device].store(blocks, std::memory_order_relaxed);
+  }
+  return blocks;
+}
+
+// Every block resident at once, one wave: `resident_blocks_per_sm` times the
+// SM count, never more than `work_blocks` (the blocks the work could use).
+template <typename Kernel>
+unsigned int resident_grid(
+    OccupancyCache& cache, Kernel kernel, int threads, size_t shared_bytes, int64_t work_blocks,
+    int32_t device) {
+  const int64_t cap = int64_t{multiprocessor_count(device)} *
+                      resident_blocks_per_sm(cache, kernel, threads, shared_bytes, device);
+  const int64_t blocks = work_blocks < cap ? work_blocks : cap;
+  return static_cast<unsigned int>(blocks > 0 ? blocks : 1);
+}
+
+} // namespace wheelops::cuda
