@@ -155,11 +155,16 @@ def silu_and_mul_eager(x: torch.Tensor) -> torch.Tensor:
 
 
 def rgb_to_gray_eager(img: torch.Tensor) -> torch.Tensor:
-    # Integer weights, so that (299R + 587G + 114B) / 1000 is exact before the
-    # half-to-even rounding; float weights (0.299 * r + ...) miss some ties by one.
+    # (299R + 587G + 114B) / 1000 rounded half to even, all in integers: float
+    # weights (0.299 * r + ...) miss some ties by one, and so does
+    # round(total / 1000) on CUDA, which divides by a scalar as a multiply by
+    # its reciprocal (x.5 comes out a hair off and rounds the wrong way).
     rgb = img.to(torch.int32)
     total = 299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2]
-    return torch.round(total / 1000).to(torch.uint8)
+    quotient = torch.div(total, 1000, rounding_mode="floor")
+    rest = total - quotient * 1000
+    round_up = (rest > 500) | ((rest == 500) & (quotient % 2 == 1))
+    return (quotient + round_up).to(torch.uint8)
 
 
 def normalize_volume_eager(vol: torch.Tensor) -> torch.Tensor:

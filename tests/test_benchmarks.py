@@ -230,6 +230,20 @@ def test_eager_gray_rounds_half_to_even_exactly():
     assert cases.rgb_to_gray_eager(img).tolist() == [[1, 28, 22, 8, 255]]
 
 
+def test_eager_gray_matches_float64_half_even_on_every_colour():
+    # All 2**24 colours, ties (total % 1000 == 500) included: total / 1000 is
+    # exact in float64 at every tie, so round() there is the exact half-even.
+    colours = torch.arange(2**24, dtype=torch.int32)
+    rgb = torch.stack([colours >> 16, (colours >> 8) & 255, colours & 255], dim=-1)
+    total = 299 * rgb[:, 0] + 587 * rgb[:, 1] + 114 * rgb[:, 2]
+    expected = torch.round(total.double() / 1000).to(torch.uint8)
+    ties = total % 1000 == 500
+    assert int(ties.sum()) > 10_000
+    got = cases.rgb_to_gray_eager(rgb.to(torch.uint8).view(1, 2**12, 2**12, 3))
+    assert torch.equal(got.reshape(-1), expected)
+    assert torch.equal(got.reshape(-1)[ties], expected[ties])
+
+
 def test_verify_accepts_rounding_and_rejects_wrong_answers():
     x = torch.randn(64, 257, dtype=torch.float64)
     softmax = torch.softmax(x, -1)

@@ -160,7 +160,10 @@ def misaligned(t: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_non_contiguous_and_misaligned_inputs(dtype, device):
     inputs = make_inputs(6, 12, 16, dtype, device, seed=5)
-    (expected_h, expected_cell), _ = float64_results(inputs, [torch.ones(6, 16)] * 2)
+    # The output grads live on the outputs' device (a CPU grad for a CUDA
+    # output is rejected by autograd itself).
+    ones = torch.ones(6, 16, dtype=dtype, device=device)
+    (expected_h, expected_cell), _ = float64_results(inputs, [ones, ones])
     input, weights, bias, old_h, old_cell = inputs
     variants = [
         (input.t().contiguous().t(), weights, bias, old_h, old_cell),
@@ -169,9 +172,13 @@ def test_non_contiguous_and_misaligned_inputs(dtype, device):
         (input, weights, bias, old_h.t().contiguous().t(), old_cell.t().contiguous().t()),
     ]
     for variant in variants:
-        new_h, new_cell = wheelops.lltm(*variant)
+        leaves = [t.detach().requires_grad_() for t in variant]
+        new_h, new_cell = wheelops.lltm(*leaves)
         assert_close(new_h, expected_h, dtype)
         assert_close(new_cell, expected_cell, dtype)
+        # Every layout's gradients come back on the inputs' device.
+        for grad in torch.autograd.grad((new_h, new_cell), leaves, (ones, ones)):
+            assert grad.device == new_h.device and grad.dtype == dtype
     # The fused ops on unaligned and strided gates / states.
     gates = torch.randn(6, 48, device=device).to(dtype)
     cell = torch.randn(6, 16, device=device).to(dtype)
@@ -188,6 +195,21 @@ def test_non_contiguous_and_misaligned_inputs(dtype, device):
                 strict=True,
             )
         )
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_gradients_stay_on_the_inputs_device_without_running_kernels(layout):
+    # Meta tensors run only the fake kernels and the backward formula, so this
+    # checks on any machine that no gradient is built on another device.
+    inputs = make_inputs(6, 12, 16, torch.float32, "cpu", seed=8)
+    if layout == "transposed":
+        inputs = tuple(t.t().contiguous().t() if t.dim() == 2 else t for t in inputs)
+    leaves = [t.to("meta").requires_grad_() for t in inputs]
+    new_h, new_cell = wheelops.lltm(*leaves)
+    assert new_h.device.type == new_cell.device.type == "meta"
+    grads = torch.autograd.grad((new_h, new_cell), leaves, [torch.ones_like(new_h)] * 2)
+    for grad, leaf in zip(grads, leaves, strict=True):
+        assert grad.device == leaf.device and grad.shape == leaf.shape
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -158,25 +158,46 @@ def test_side_stream():
     assert torch.equal(out.cpu(), expected)
 
 
+def exact_quotients_on_device(vol: torch.Tensor, max_value: float) -> torch.Tensor:
+    # Same device as vol. A tensor (not a Python scalar) divisor: CUDA divides
+    # by a scalar as a multiply by its reciprocal, by a tensor truly. The
+    # float64 quotient rounds to the correctly rounded float32 one (as in
+    # reference()).
+    divisor = torch.tensor(float(max_value), dtype=torch.float32).double().to(vol.device)
+    return (vol.to(torch.int32).double() / divisor).float()
+
+
 @pytest.mark.gpu
 def test_more_than_2_pow_31_elements():
-    n = 2**31 + 8  # 4 GiB in, 8 GiB out
-    vol = torch.zeros(n, dtype=torch.uint16, device="cuda")
-    tail = torch.arange(4096, dtype=torch.int32, device="cuda").to(torch.uint16)
-    vol[-4096:] = tail
-    vol[2**31 - 1 : 2**31 + 1] = 65535
+    # Every voxel is checked. Values follow i % 65521 (a prime): an index off
+    # by 2**31 or 2**32 (an int32 wrap) reads a different value. n is not a
+    # multiple of any vector or tile width, so the vector body and the scalar
+    # tail both run, the body across the int32 boundary.
+    n = 2**31 + 2**15 + 8 + 3  # 4 GiB in, 8 GiB out
+    step = 2**28
+    vol = torch.empty(n, dtype=torch.uint16, device="cuda")
+    for start in range(0, n, step):
+        index = torch.arange(start, min(start + step, n), dtype=torch.int64, device="cuda")
+        vol[start : start + step] = (index % 65521).to(torch.int32).to(torch.uint16)
+    del index
     out = wheelops.normalize_volume(vol, 65535)
-    expected_tail = reference(tail, 65535).cuda()
-    assert torch.equal(out[-4096:], expected_tail)
-    assert out[2**31 - 1].item() == 1.0 and out[2**31].item() == 1.0
-    assert out[2**31 - 8 : 2**31 - 1].eq(0).all() and out[2**31 + 1 : -4096].eq(0).all()
-    assert int(out.count_nonzero()) == 4095 + 2
-    del vol, out, tail, expected_tail
+    for start in range(0, n, step):
+        expected = exact_quotients_on_device(vol[start : start + step], 65535)
+        assert torch.equal(out[start : start + step], expected), start
+    del expected
+    # Independently of the device reference: around the boundary and at the end.
+    for lo, hi in ((2**31 - 4096, 2**31 + 4096), (n - 4096, n)):
+        assert torch.equal(out[lo:hi].cpu(), reference(vol[lo:hi], 65535))
+    del vol, out
     torch.cuda.empty_cache()
     # The misaligned (scalar) path over 2**31 elements, too.
     flat = torch.zeros(n + 1, dtype=torch.uint16, device="cuda")
+    flat[2**31 : 2**31 + 2] = torch.tensor([1, 2], dtype=torch.int32, device="cuda").to(
+        torch.uint16
+    )
     flat[-1] = 65535
     out = wheelops.normalize_volume(flat[1:], 65535)
-    assert out[-1].item() == 1.0 and int(out.count_nonzero()) == 1
+    assert out[-1].item() == 1.0 and int(out.count_nonzero()) == 3
+    assert out[2**31 - 1 : 2**31 + 1].tolist() == reference(flat[2**31 : 2**31 + 2], 65535).tolist()
     del flat, out
     torch.cuda.empty_cache()
