@@ -32,18 +32,18 @@ struct TileGrid {
 };
 
 // Threads across the columns (a power of two, up to the whole block) and down
-// the rows, one row per thread where gridDim.y allows (the kernels stride past
-// it). A fixed number of blocks (8 per SM) left some threads two rows and
-// others one (B = 4096, S = 1024: rows 0..1983 twice), so the kernel took as
-// long as two full passes over the rows for 1.5 passes of work.
-TileGrid tile_grid(int64_t col_vecs, int64_t rows) {
+// the rows; enough blocks to fill the GPU several times, as the work allows.
+TileGrid tile_grid(int64_t col_vecs, int64_t rows, int32_t device) {
   int threads_x = 1;
   while (threads_x < kThreads && threads_x < col_vecs) {
     threads_x *= 2;
   }
   const int threads_y = kThreads / threads_x;
   const int64_t grid_x = (col_vecs + threads_x - 1) / threads_x;
-  int64_t grid_y = (rows + threads_y - 1) / threads_y;
+  const int64_t wanted_blocks = int64_t{cuda::multiprocessor_count(device)} * 8;
+  int64_t grid_y = (wanted_blocks + grid_x - 1) / grid_x;
+  const int64_t rows_y = (rows + threads_y - 1) / threads_y;
+  grid_y = grid_y < rows_y ? grid_y : rows_y;
   grid_y = grid_y < kMaxGridY ? grid_y : kMaxGridY;
   grid_y = grid_y > 0 ? grid_y : 1;
   return {dim3(threads_x, threads_y), dim3(static_cast<unsigned int>(grid_x),
@@ -166,10 +166,10 @@ std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& ol
     T* pn = new_cell.mutable_data_ptr<T>();
     if (can_vectorize<T>(state, {pg, pc, ph, pn})) {
       constexpr int kVec = cuda::kVecSize<T>;
-      const TileGrid tg = tile_grid(state / kVec, batch);
+      const TileGrid tg = tile_grid(state / kVec, batch, device);
       lltm_gates_kernel<T, kVec><<<tg.grid, tg.block, 0, stream>>>(pg, pc, ph, pn, batch, state);
     } else {
-      const TileGrid tg = tile_grid(state, batch);
+      const TileGrid tg = tile_grid(state, batch, device);
       lltm_gates_kernel<T, 1><<<tg.grid, tg.block, 0, stream>>>(pg, pc, ph, pn, batch, state);
     }
     WHEELOPS_CHECK_LAUNCH("lltm_gates");
@@ -203,11 +203,11 @@ std::tuple<Tensor, Tensor> lltm_gates_backward_cuda(
     T* pdc = d_old_cell.mutable_data_ptr<T>();
     if (can_vectorize<T>(state, {pgh, pgc, pg, pc, pdg, pdc})) {
       constexpr int kVec = cuda::kVecSize<T>;
-      const TileGrid tg = tile_grid(state / kVec, batch);
+      const TileGrid tg = tile_grid(state / kVec, batch, device);
       lltm_gates_backward_kernel<T, kVec><<<tg.grid, tg.block, 0, stream>>>(
           pgh, pgc, pg, pc, pdg, pdc, batch, state);
     } else {
-      const TileGrid tg = tile_grid(state, batch);
+      const TileGrid tg = tile_grid(state, batch, device);
       lltm_gates_backward_kernel<T, 1><<<tg.grid, tg.block, 0, stream>>>(
           pgh, pgc, pg, pc, pdg, pdc, batch, state);
     }

@@ -21,14 +21,6 @@
 //   thread-major so banks do not conflict), then the block writes
 //   partial[block, cols] in float32 and a second kernel sums the partials in a
 //   fixed order. No atomics: results are bitwise the same run to run.
-// * Blocks keep the next row's loads in flight while they reduce and store the
-//   current one (forward blocks of <= 512 threads, on a persistent grid of
-//   exactly the resident blocks; backward where x and grad slices are <= 4
-//   registers each): the per-row __syncthreads reductions otherwise leave an
-//   SM with nothing in flight, and few row blocks fit per SM.
-// * Host work per call is kept off the GPU's critical path: occupancy and
-//   function-attribute queries are cached, contiguous() is skipped for
-//   contiguous input (each stable-ABI call is a boxed dispatcher call).
 // * 16-byte vectors need every pointer 16-byte aligned and cols % vector width
 //   == 0; otherwise the same kernels run with one element per access.
 // * Rows run over gridDim.x with a grid-stride loop (never gridDim.y), and
@@ -41,15 +33,10 @@
 #include <cuda_runtime.h>
 
 #include <array>
-#include <atomic>
 #include <initializer_list>
-#include <map>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <tuple>
 #include <type_traits>
-#include <utility>
 
 #include "norm.h"
 #include "wheelops/block_reduce.cuh"
@@ -138,53 +125,24 @@ __device__ __forceinline__ A rstd_of(A sum_sq, int64_t cols, A eps) {
 // ---------------------------------------------------------------- forward
 
 // out = (x - mean) * rstd * w + b for rows held in registers; block (TX, TY).
-//
-// kBound: the launch bound. Blocks of at most kMaxPrefetchThreads threads
-// (kBound 256 or 512, leaving room for twice the row registers) prefetch: a persistent
-// grid where each block issues the loads of its next row before reducing and
-// storing this one. Without it an SM's loads in flight drop to zero during
-// every row's __syncthreads reductions and stores, and the few row blocks that
-// fit per SM (register-bound) could not keep HBM busy: bf16 rows of 4-16K
-// reached 74-82% of copy bandwidth.
-constexpr int kMaxPrefetchThreads = 512;
-
-template <typename T, int kVec, int kN, bool kCentered, int kBound>
-__global__ void __launch_bounds__(kBound) forward_registers_kernel(
-        const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-        T* __restrict__ out, acc_type<T>* __restrict__ mean_out,
-        acc_type<T>* __restrict__ rstd_out, int64_t rows, int64_t cols, acc_type<T> eps) {
+template <typename T, int kVec, int kN, bool kCentered>
+__global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+    T* __restrict__ out, acc_type<T>* __restrict__ mean_out, acc_type<T>* __restrict__ rstd_out,
+    int64_t rows, int64_t cols, acc_type<T> eps) {
   using A = acc_type<T>;
-  constexpr bool kPrefetch = kBound <= kMaxPrefetchThreads;
   __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
   const int64_t vecs = cols / kVec;
   const int64_t row_step = int64_t{gridDim.x} * blockDim.y;
-  Vec<T, kVec> next[kN];
-  auto load_row = [&](int64_t r) {
-    const bool ok = r < rows;
-    const T* xr = x + (ok ? r : 0) * cols;
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
-      next[i] = ok && idx < vecs ? load<T, kVec>(xr, idx) : zeros<T, kVec>();
-    }
-  };
-  int64_t row0 = int64_t{blockIdx.x} * blockDim.y;
-  if constexpr (kPrefetch) {
-    load_row(row0 + threadIdx.y);
-  }
-  for (; row0 < rows; row0 += row_step) {
+  for (int64_t row0 = int64_t{blockIdx.x} * blockDim.y; row0 < rows; row0 += row_step) {
     const int64_t row = row0 + threadIdx.y;
     const bool active = row < rows;
-    if constexpr (!kPrefetch) {
-      load_row(row);
-    }
+    const T* xr = x + (active ? row : 0) * cols;
     Vec<T, kVec> v[kN];
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
-      v[i] = next[i];
-    }
-    if constexpr (kPrefetch) {
-      load_row(row + row_step);
+      const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
+      v[i] = active && idx < vecs ? load<T, kVec>(xr, idx) : zeros<T, kVec>();
     }
     A mean = A(0);
     if constexpr (kCentered) {
@@ -349,54 +307,20 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
   }
   const int64_t vecs = cols / kVec;
   const int64_t row_step = int64_t{gridDim.x} * blockDim.y;
-  // Loads of one row into (xv, gv, mu, rs); rows past the end read as zeros.
-  Vec<T, kVec> next_x[kN];
-  Vec<T, kVec> next_g[kN];
-  A next_mu = A(0);
-  A next_rs = A(0);
-  auto load_row = [&](int64_t r) {
-    const bool ok = r < rows;
-    const int64_t b = (ok ? r : 0) * cols;
-    next_mu = kCentered && ok ? mean[r] : A(0);
-    next_rs = ok ? rstd[r] : A(0);
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      const int64_t idx = tx + int64_t{i} * TX;
-      const bool in_row = ok && idx < vecs;
-      next_x[i] = in_row ? load<T, kVec>(x + b, idx) : zeros<T, kVec>();
-      next_g[i] = in_row ? load<T, kVec>(grad + b, idx) : zeros<T, kVec>();
-    }
-  };
-  // Where registers allow (x and grad slices of at most 4 registers each, e.g.
-  // one 16-byte vector; more spills under the 64-register bound of
-  // 1024-thread blocks, checked with -Xptxas -v), the next row's loads are
-  // issued before this row's reductions and stores, so the memory system
-  // stays busy through the block's __syncthreads and the shared-memory
-  // accumulation.
-  constexpr int kRegsPerVec = kVec * sizeof(T) < 4 ? 1 : kVec * sizeof(T) / 4;
-  constexpr bool kPrefetch = kN * kRegsPerVec <= 4;
-  int64_t row0 = int64_t{blockIdx.x} * blockDim.y;
-  if constexpr (kPrefetch) {
-    load_row(row0 + threadIdx.y);
-  }
-  for (; row0 < rows; row0 += row_step) {
+  for (int64_t row0 = int64_t{blockIdx.x} * blockDim.y; row0 < rows; row0 += row_step) {
     const int64_t row = row0 + threadIdx.y;
     const bool active = row < rows;
     const int64_t base = (active ? row : 0) * cols;
-    if constexpr (!kPrefetch) {
-      load_row(row);
-    }
-    const A mu = next_mu;
-    const A rs = next_rs;
+    const A mu = kCentered && active ? mean[row] : A(0);
+    const A rs = active ? rstd[row] : A(0);
     Vec<T, kVec> xv[kN];
     Vec<T, kVec> gv[kN];
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
-      xv[i] = next_x[i];
-      gv[i] = next_g[i];
-    }
-    if constexpr (kPrefetch) {
-      load_row(row + row_step);
+      const int64_t idx = tx + int64_t{i} * TX;
+      const bool in_row = active && idx < vecs;
+      xv[i] = in_row ? load<T, kVec>(x + base, idx) : zeros<T, kVec>();
+      gv[i] = in_row ? load<T, kVec>(grad + base, idx) : zeros<T, kVec>();
     }
     A dot = A(0);  // sum of g*w*xhat
     A sum = A(0);  // sum of g*w
@@ -572,21 +496,7 @@ __global__ void sum_partials_kernel(
   const int64_t c = int64_t{blockIdx.x} * kSumTile + threadIdx.x;
   A total = A(0);
   if (c < width) {
-    // Four loads in flight per thread (the adds keep the order s, s+32, ...,
-    // so the result does not change): a dependent chain of ~splits/32 DRAM
-    // round trips was this kernel's whole cost.
-    int64_t s = threadIdx.y;
-    for (; s + 3 * kSumTile < splits; s += 4 * kSumTile) {
-      const A a0 = partial[s * width + c];
-      const A a1 = partial[(s + kSumTile) * width + c];
-      const A a2 = partial[(s + 2 * kSumTile) * width + c];
-      const A a3 = partial[(s + 3 * kSumTile) * width + c];
-      total += a0;
-      total += a1;
-      total += a2;
-      total += a3;
-    }
-    for (; s < splits; s += kSumTile) {
+    for (int64_t s = threadIdx.y; s < splits; s += kSumTile) {
       total += partial[s * width + c];
     }
   }
@@ -678,64 +588,6 @@ inline int long_row_threads(int64_t vecs) {
   return t;
 }
 
-inline int max_dynamic_smem(int32_t device, const char* op) {
-  static std::array<std::atomic<int>, cuda::kMaxDevices> cache{};
-  const bool cacheable = device >= 0 && device < cuda::kMaxDevices;
-  int bytes = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (bytes == 0) {
-    WHEELOPS_CUDA_CHECK(
-        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op);
-    if (cacheable) {
-      cache[device].store(bytes, std::memory_order_relaxed);
-    }
-  }
-  return bytes;
-}
-
-// Resident blocks per SM of `kernel` with (threads, smem), asked of the driver
-// once per (kernel, device, threads, smem) and then remembered: the
-// cudaFuncSetAttribute + occupancy queries on every backward call were host
-// time the GPU waited for. The kernel's dynamic shared memory limit is raised
-// once per device to smem_limit (the opt-in maximum less its static shared
-// memory), so every later launch within that limit fits; smem_limit 0: a
-// kernel without dynamic shared memory, left as it is.
-template <typename Kernel>
-int resident_blocks(
-    Kernel kernel, int32_t device, int threads, size_t smem, int smem_limit, const char* op) {
-  struct Key {
-    const void* kernel;
-    int32_t device;
-    int threads;
-    size_t smem;
-    bool operator<(const Key& o) const {
-      return std::tie(kernel, device, threads, smem) <
-          std::tie(o.kernel, o.device, o.threads, o.smem);
-    }
-  };
-  static std::mutex mutex;
-  static std::map<Key, int> blocks;
-  static std::set<std::pair<const void*, int32_t>> raised;
-  const Key key{reinterpret_cast<const void*>(kernel), device, threads, smem};
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = blocks.find(key); it != blocks.end()) {
-    return it->second;
-  }
-  if (smem_limit > 0 && raised.insert({key.kernel, device}).second) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit);
-    if (err != cudaSuccess) {
-      raised.erase({key.kernel, device});
-      WHEELOPS_CUDA_CHECK(err, op);
-    }
-  }
-  int per_sm = 0;
-  WHEELOPS_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), op);
-  per_sm = per_sm > 0 ? per_sm : 1;
-  blocks.emplace(key, per_sm);
-  return per_sm;
-}
-
 template <typename T, int kVec, bool kCentered>
 void launch_forward(
     const T* x, const T* w, const T* b, T* out, acc_type<T>* mean, acc_type<T>* rstd,
@@ -754,28 +606,20 @@ void launch_forward(
   }
   const int ty = cfg.tx >= kForwardBlockThreads ? 1 : kForwardBlockThreads / cfg.tx;
   const int64_t groups = (shape.rows + ty - 1) / ty;
-  const int threads = cfg.tx * ty;
+  const unsigned int grid = capped_grid(groups, sms * (2048 / (cfg.tx * ty)) * 8);
   dispatch_n<T, kVec, false>(cfg.n, [&](auto n) {
-    constexpr int kN = decltype(n)::value;
-    // Persistent grids: exactly the resident blocks, each walking several rows.
-    auto launch_prefetching = [&](auto kernel) {
-      const int per_sm = resident_blocks(kernel, device, threads, 0, 0, op);
-      const unsigned int grid = capped_grid(groups, sms * per_sm);
-      kernel<<<grid, dim3(cfg.tx, ty), 0, stream>>>(
-          x, w, b, out, mean, rstd, shape.rows, shape.cols, static_cast<A>(eps));
-    };
-    if (threads <= 256) {
-      launch_prefetching(forward_registers_kernel<T, kVec, kN, kCentered, 256>);
-    } else if (threads <= kMaxPrefetchThreads) {
-      launch_prefetching(forward_registers_kernel<T, kVec, kN, kCentered, kMaxPrefetchThreads>);
-    } else {
-      const unsigned int grid = capped_grid(groups, sms * (2048 / threads) * 8);
-      forward_registers_kernel<T, kVec, kN, kCentered, kMaxThreads>
-          <<<grid, dim3(cfg.tx, ty), 0, stream>>>(
-              x, w, b, out, mean, rstd, shape.rows, shape.cols, static_cast<A>(eps));
-    }
+    forward_registers_kernel<T, kVec, decltype(n)::value, kCentered>
+        <<<grid, dim3(cfg.tx, ty), 0, stream>>>(
+            x, w, b, out, mean, rstd, shape.rows, shape.cols, static_cast<A>(eps));
   });
   WHEELOPS_CHECK_LAUNCH(op);
+}
+
+inline int max_dynamic_smem(int32_t device, const char* op) {
+  int bytes = 0;
+  WHEELOPS_CUDA_CHECK(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op);
+  return bytes;
 }
 
 // Grad pointers of one backward call, T-typed.
@@ -842,9 +686,15 @@ void launch_backward(
     const int64_t groups = (shape.rows + ty - 1) / ty;
     dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
       auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
-      const int per_sm = resident_blocks(kernel, device, cfg.tx * ty, smem, smem_limit, op);
+      WHEELOPS_CUDA_CHECK(
+          cudaFuncSetAttribute(
+              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          op);
+      int per_sm = 0;
+      WHEELOPS_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cfg.tx * ty, smem), op);
       // Persistent: every block resident, so the partials stay few.
-      const unsigned int grid = capped_grid(groups, sms * per_sm);
+      const unsigned int grid = capped_grid(groups, sms * (per_sm > 0 ? per_sm : 1));
       Tensor partial;
       if (p.slots > 0) {
         partial = torch::stable::new_empty(like, {int64_t{grid}, int64_t{p.slots}, shape.cols}, kAccType);
@@ -898,18 +748,11 @@ const T* data_or_null(const std::optional<Tensor>& t) {
   return t.has_value() ? t->const_data_ptr<T>() : nullptr;
 }
 
-// torch::stable::contiguous is a boxed dispatcher call (the operator looked up
-// by name each time): several per op call added up to microseconds of host
-// time. The usual input is already contiguous; ask the tensor first.
-inline Tensor contiguous_(const Tensor& t) {
-  return t.is_contiguous() ? t : torch::stable::contiguous(t);
-}
-
 inline std::optional<Tensor> contiguous_or_null(const std::optional<Tensor>& t) {
   if (!t.has_value()) {
     return std::nullopt;
   }
-  return contiguous_(*t);
+  return torch::stable::contiguous(*t);
 }
 
 } // namespace
@@ -924,7 +767,7 @@ std::tuple<Tensor, Tensor, Tensor> forward(
   check_eps(eps, op);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor x_c = contiguous_(x);
+  const Tensor x_c = torch::stable::contiguous(x);
   const std::optional<Tensor> w_c = contiguous_or_null(weight);
   const std::optional<Tensor> b_c = contiguous_or_null(bias);
   const Shape shape = shape_of(x_c);
@@ -963,10 +806,10 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
   check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = contiguous_(grad);
-  const Tensor x_c = contiguous_(x);
+  const Tensor g_c = torch::stable::contiguous(grad);
+  const Tensor x_c = torch::stable::contiguous(x);
   const std::optional<Tensor> m_c = contiguous_or_null(mean);
-  const Tensor r_c = contiguous_(rstd);
+  const Tensor r_c = torch::stable::contiguous(rstd);
   const std::optional<Tensor> w_c = contiguous_or_null(weight);
   const Shape shape = shape_of(x_c);
   std::optional<Tensor> grad_x, grad_w, grad_b;

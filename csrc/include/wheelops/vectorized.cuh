@@ -11,7 +11,6 @@
 
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
-#include "wheelops/occupancy.cuh"
 
 namespace wheelops::cuda {
 
@@ -40,61 +39,28 @@ __device__ __forceinline__ T apply_at(
   return static_cast<T>(op(static_cast<A>(x[I].val[j])...));
 }
 
-// Vectors each thread loads before it stores: with one 16-byte load per input
-// in flight per thread, a full SM (2048 threads) has too few bytes in flight
-// to cover DRAM latency at small and mid sizes (add bf16 4096x8192 ran at 88%
-// of copy bandwidth); four independent loads per input per thread do.
-constexpr int kElementwiseUnroll = 4;
-constexpr int kElementwiseThreads = 256;
-// Resident blocks per SM the register budget must allow: 4 (1024 threads,
-// 128 KB of loads for two 16-byte inputs), 3 for 16-bit types. Left alone,
-// ptxas gave the bf16 add 95 registers (float copies of all eight vectors),
-// i.e. 2 blocks per SM and no more bytes in flight than without the
-// unrolling; bounded to 64 registers it spilled, to 80 it does not.
-template <typename T>
-constexpr int kElementwiseMinBlocks = sizeof(T) == 2 ? 3 : 4;
-
 // out[i] = op(in[0][i], ..., in[K-1][i]), computed in acc_type<T>.
-// A block covers kElementwiseUnroll * blockDim.x consecutive vectors per step;
-// thread t takes vectors t, t + blockDim.x, ... of it, so every load and store
-// instruction of a warp is still one contiguous, coalesced span.
 template <typename T, int kVec, int K, typename Op>
-__global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks<T>)
-    elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t n, Op op) {
+__global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t n, Op op) {
   using Seq = std::make_index_sequence<K>;
-  constexpr int kUnroll = kElementwiseUnroll;
-  const int64_t tile = int64_t{blockDim.x} * kUnroll;
-  const int64_t stride = tile * gridDim.x;
-  const int64_t n_vec = n / kVec;
-  for (int64_t base = int64_t{blockIdx.x} * tile + threadIdx.x; base < n_vec; base += stride) {
-    Vec<T, kVec> x[kUnroll][K];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = base + int64_t{u} * blockDim.x;
-      if (v < n_vec) {
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-          x[u][k] = reinterpret_cast<const Vec<T, kVec>*>(in.ptr[k])[v];
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = base + int64_t{u} * blockDim.x;
-      if (v < n_vec) {
-        Vec<T, kVec> r;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          r.val[j] = apply_at<T, kVec, K>(op, x[u], j, Seq{});
-        }
-        reinterpret_cast<Vec<T, kVec>*>(out)[v] = r;
-      }
-    }
-  }
-  // Tail (fewer than kVec elements; none when kVec == 1).
+  const int64_t stride = int64_t{blockDim.x} * gridDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int64_t tail_stride = int64_t{blockDim.x} * gridDim.x;
-  for (int64_t i = n_vec * kVec + first; i < n; i += tail_stride) {
+  const int64_t n_vec = n / kVec;
+  for (int64_t v = first; v < n_vec; v += stride) {
+    Vec<T, kVec> x[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      x[k] = reinterpret_cast<const Vec<T, kVec>*>(in.ptr[k])[v];
+    }
+    Vec<T, kVec> r;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      r.val[j] = apply_at<T, kVec, K>(op, x, j, Seq{});
+    }
+    reinterpret_cast<Vec<T, kVec>*>(out)[v] = r;
+  }
+  // Tail (and the whole tensor when kVec == 1).
+  for (int64_t i = n_vec * kVec + first; i < n; i += stride) {
     Vec<T, 1> x[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -115,26 +81,14 @@ void launch_elementwise(
   for (int k = 0; k < K; ++k) {
     aligned = aligned && is_aligned_16(in.ptr[k]);
   }
-  constexpr int kThreads = kElementwiseThreads;
-  // One resident wave (grid-stride), sized from the kernel's occupancy: a
-  // fixed "16 blocks per SM" grid ran as whole waves plus a partial one. Work
-  // items are whole per-thread steps (kElementwiseUnroll vectors), so small
-  // tensors launch no idle blocks; the +1 covers the scalar tail.
+  constexpr int kThreads = 256;
   if (aligned) {
     constexpr int kVec = kVecSize<T>;
-    static OccupancyCache cache{};
-    const auto kernel = elementwise_kernel<T, kVec, K, Op>;
-    const int64_t steps = (n / kVec + kElementwiseUnroll - 1) / kElementwiseUnroll + 1;
-    const unsigned int blocks =
-        resident_grid(cache, kernel, kThreads, 0, (steps + kThreads - 1) / kThreads, device);
-    kernel<<<blocks, kThreads, 0, stream>>>(out, in, n, op);
+    const unsigned int blocks = grid_for(n / kVec + 1, kThreads, device);
+    elementwise_kernel<T, kVec, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
   } else {
-    static OccupancyCache cache{};
-    const auto kernel = elementwise_kernel<T, 1, K, Op>;
-    const int64_t steps = (n + kElementwiseUnroll - 1) / kElementwiseUnroll;
-    const unsigned int blocks =
-        resident_grid(cache, kernel, kThreads, 0, (steps + kThreads - 1) / kThreads, device);
-    kernel<<<blocks, kThreads, 0, stream>>>(out, in, n, op);
+    const unsigned int blocks = grid_for(n, kThreads, device);
+    elementwise_kernel<T, 1, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
   }
   WHEELOPS_CHECK_LAUNCH(op_name);
 }
