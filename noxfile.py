@@ -103,7 +103,10 @@ def _build_wheel(session: nox.Session, variant_name: str, arch_list: str | None)
     session.run("python", "-m", "build_tools.build_env", variant.name)
     env = {"WHEELOPS_VARIANT": variant.name, "WHEELOPS_GIT_COMMIT": git_commit()}
     if variant.cuda:
-        env["TORCH_CUDA_ARCH_LIST"] = arch_list or variant.arch_list
+        # --arch-list, else TORCH_CUDA_ARCH_LIST (the guard's source-build fix uses it).
+        env["TORCH_CUDA_ARCH_LIST"] = (
+            arch_list or os.environ.get("TORCH_CUDA_ARCH_LIST") or variant.arch_list
+        )
     out_dir = DIST / variant.name
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)

@@ -102,5 +102,5 @@ def source_build_command(arch_list: str) -> str:
     return (
         f"git clone {matrix().source_url} && cd wheelops && "
         f'TORCH_CUDA_ARCH_LIST="{arch_list}" python -m nox -s build && '
-        "pip install --force-reinstall --no-deps dist/wheelops-*.whl"
+        "pip install --force-reinstall --no-deps dist/cu130/wheelops-*.whl"
     )
