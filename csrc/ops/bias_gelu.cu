@@ -9,7 +9,6 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
-#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -74,11 +73,6 @@ TileGrid tile_grid(int64_t col_vecs, int64_t rows, int blocks_per_sm, int32_t de
                                            static_cast<unsigned int>(grid_y))};
 }
 
-template <typename T, int kVec>
-__device__ __forceinline__ cuda::Vec<T, kVec> load_vec(const T* p, int64_t vec_index) {
-  return reinterpret_cast<const cuda::Vec<T, kVec>*>(p)[vec_index];
-}
-
 template <typename T, int kVec, gelu::Approximate kMode>
 __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<T>) bias_gelu_forward_kernel(
     const T* __restrict__ x, const T* __restrict__ bias, T* __restrict__ out, int64_t rows,
@@ -89,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<T>) bias_gelu_forw
   if (col_vec >= col_vecs) {
     return;
   }
-  const cuda::Vec<T, kVec> b = load_vec<T, kVec>(bias, col_vec);
+  const cuda::Vec<T, kVec> b = cuda::load_vec<T, kVec>(bias, col_vec);
   const int64_t row_stride = int64_t{gridDim.y} * blockDim.y;
   for (int64_t r0 = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; r0 < rows;
        r0 += row_stride * kRowsPerStep) {
@@ -98,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<T>) bias_gelu_forw
     for (int k = 0; k < kRowsPerStep; ++k) {
       const int64_t r = r0 + k * row_stride;
       if (r < rows) {
-        v[k] = load_vec<T, kVec>(x, r * col_vecs + col_vec);
+        v[k] = cuda::load_vec<T, kVec>(x, r * col_vecs + col_vec);
       }
     }
 #pragma unroll
@@ -131,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks<T>) bias_gelu_bac
   const int64_t col_vecs = cols / kVec;
   A sums[kVec] = {};
   if (col_vec < col_vecs) {
-    const cuda::Vec<T, kVec> b = load_vec<T, kVec>(bias, col_vec);
+    const cuda::Vec<T, kVec> b = cuda::load_vec<T, kVec>(bias, col_vec);
     const int64_t row_stride = int64_t{gridDim.y} * blockDim.y;
     // Rows are summed in increasing order (r0, r0 + row_stride, ...), a fixed
     // order for a given grid.
@@ -143,8 +137,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks<T>) bias_gelu_bac
       for (int k = 0; k < kRowsPerStep; ++k) {
         const int64_t r = r0 + k * row_stride;
         if (r < rows) {
-          g[k] = load_vec<T, kVec>(grad, r * col_vecs + col_vec);
-          v[k] = load_vec<T, kVec>(x, r * col_vecs + col_vec);
+          g[k] = cuda::load_vec<T, kVec>(grad, r * col_vecs + col_vec);
+          v[k] = cuda::load_vec<T, kVec>(x, r * col_vecs + col_vec);
         }
       }
 #pragma unroll
@@ -217,20 +211,6 @@ __global__ void __launch_bounds__(kSumCols * kSumSplits) sum_partials_kernel(
   }
 }
 
-// 16-byte vectors when the row length and every pointer allow them.
-template <typename T>
-bool can_vectorize(int64_t cols, std::initializer_list<const void*> pointers) {
-  if (cols % cuda::kVecSize<T> != 0) {
-    return false;
-  }
-  for (const void* p : pointers) {
-    if (!cuda::is_aligned_16(p)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 template <typename T, int kVec, gelu::Approximate kMode>
 void launch_forward(
     const T* x, const T* bias, T* out, RowsCols shape, int32_t device, cudaStream_t stream) {
@@ -289,7 +269,7 @@ Tensor bias_gelu_cuda(const Tensor& x, const Tensor& bias, std::string approxima
     const T* px = x_c.const_data_ptr<T>();
     const T* pb = b_c.const_data_ptr<T>();
     T* po = out.mutable_data_ptr<T>();
-    const bool vec = can_vectorize<T>(shape.cols, {px, pb, po});
+    const bool vec = cuda::can_vectorize<T>(shape.cols, {px, pb, po});
     gelu::dispatch_mode(mode, [&](auto m) {
       constexpr gelu::Approximate kMode = decltype(m)::value;
       if (vec) {
@@ -325,7 +305,7 @@ std::tuple<Tensor, Tensor> bias_gelu_backward_cuda(
     const T* pb = b_c.const_data_ptr<T>();
     T* pgx = grad_x.mutable_data_ptr<T>();
     T* pgb = grad_bias.mutable_data_ptr<T>();
-    const bool vec = can_vectorize<T>(shape.cols, {pg, px, pb, pgx});
+    const bool vec = cuda::can_vectorize<T>(shape.cols, {pg, px, pb, pgx});
     gelu::dispatch_mode(mode, [&](auto m) {
       constexpr gelu::Approximate kMode = decltype(m)::value;
       if (vec) {

@@ -28,19 +28,4 @@ inline void check_bias_gelu_backward_args(
   check_same_shape(grad, "grad", x, "x", "bias_gelu_backward");
 }
 
-// x viewed as [rows, cols] with cols = bias length.
-struct RowsCols {
-  int64_t rows;
-  int64_t cols;
-};
-
-inline RowsCols rows_cols(const Tensor& x) {
-  const int64_t cols = x.size(x.dim() - 1);
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < x.dim(); ++d) {
-    rows *= x.size(d);
-  }
-  return {rows, cols};
-}
-
 } // namespace wheelops

@@ -12,7 +12,6 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
-#include <initializer_list>
 #include <tuple>
 
 #include "lltm.h"
@@ -129,20 +128,6 @@ __global__ void lltm_gates_backward_kernel(
   }
 }
 
-// 16-byte vectors when every row segment starts on a 16-byte boundary.
-template <typename T>
-bool can_vectorize(int64_t state, std::initializer_list<const void*> pointers) {
-  if (state % cuda::kVecSize<T> != 0) {
-    return false;
-  }
-  for (const void* p : pointers) {
-    if (!cuda::is_aligned_16(p)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 } // namespace
 
 std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& old_cell) {
@@ -164,7 +149,7 @@ std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& ol
     const T* pc = c_c.const_data_ptr<T>();
     T* ph = new_h.mutable_data_ptr<T>();
     T* pn = new_cell.mutable_data_ptr<T>();
-    if (can_vectorize<T>(state, {pg, pc, ph, pn})) {
+    if (cuda::can_vectorize<T>(state, {pg, pc, ph, pn})) {
       constexpr int kVec = cuda::kVecSize<T>;
       const TileGrid tg = tile_grid(state / kVec, batch, device);
       lltm_gates_kernel<T, kVec><<<tg.grid, tg.block, 0, stream>>>(pg, pc, ph, pn, batch, state);
@@ -201,7 +186,7 @@ std::tuple<Tensor, Tensor> lltm_gates_backward_cuda(
     const T* pc = c_c.const_data_ptr<T>();
     T* pdg = d_gates.mutable_data_ptr<T>();
     T* pdc = d_old_cell.mutable_data_ptr<T>();
-    if (can_vectorize<T>(state, {pgh, pgc, pg, pc, pdg, pdc})) {
+    if (cuda::can_vectorize<T>(state, {pgh, pgc, pg, pc, pdg, pdc})) {
       constexpr int kVec = cuda::kVecSize<T>;
       const TileGrid tg = tile_grid(state / kVec, batch, device);
       lltm_gates_backward_kernel<T, kVec><<<tg.grid, tg.block, 0, stream>>>(

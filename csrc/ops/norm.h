@@ -13,21 +13,6 @@
 
 namespace wheelops::norm {
 
-// x viewed as [rows, cols] with cols = the normalized (last) dimension.
-struct Shape {
-  int64_t rows;
-  int64_t cols;
-};
-
-inline Shape shape_of(const Tensor& x) {
-  const int64_t cols = x.size(x.dim() - 1);
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < x.dim(); ++d) {
-    rows *= x.size(d);
-  }
-  return {rows, cols};
-}
-
 // The dtype of the saved mean/rstd: float32, or float64 for float64 x.
 inline ScalarType stats_dtype(ScalarType x_dtype) {
   return x_dtype == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
@@ -69,7 +54,7 @@ inline void check_stat(const Tensor& s, const char* name, const Tensor& x, const
       torch::headeronly::toString(want), " for x of dtype ",
       torch::headeronly::toString(x.scalar_type()), ", got ",
       torch::headeronly::toString(s.scalar_type()));
-  const int64_t rows = shape_of(x).rows;
+  const int64_t rows = rows_cols(x).rows;
   WHEELOPS_CHECK(
       s.dim() == 1 && s.size(0) == rows, "wheelops.", op, ": argument '", name,
       "' must have shape [", rows, "] (one value per row of 'x'), got ", shape_string(s));

@@ -28,7 +28,7 @@ inline int64_t row_grain(int64_t cols) {
 template <typename T, bool kCentered>
 void forward_rows(
     const T* x, const T* w, const T* b, T* out, acc_type<T>* mean, acc_type<T>* rstd,
-    Shape shape, double eps) {
+    RowsCols shape, double eps) {
   using S = acc_type<T>;
   const int64_t cols = shape.cols;
   wheelops::cpu::parallel_range(shape.rows, row_grain(cols), [=](int64_t begin, int64_t end) {
@@ -72,7 +72,7 @@ void forward_rows(
 template <typename T, bool kCentered>
 void backward_grad_x(
     const T* grad, const T* x, const acc_type<T>* mean, const acc_type<T>* rstd, const T* w,
-    T* grad_x, Shape shape) {
+    T* grad_x, RowsCols shape) {
   const int64_t cols = shape.cols;
   wheelops::cpu::parallel_range(shape.rows, row_grain(cols), [=](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -109,7 +109,7 @@ void backward_grad_x(
 template <typename T, bool kCentered>
 void backward_columns(
     const T* grad, const T* x, const acc_type<T>* mean, const acc_type<T>* rstd, T* grad_w,
-    T* grad_b, Shape shape) {
+    T* grad_b, RowsCols shape) {
   const int64_t blocks = (shape.cols + kColumnBlock - 1) / kColumnBlock;
   const int64_t per_block = shape.rows * kColumnBlock;
   const int64_t grain = per_block > 0 ? wheelops::cpu::kGrainSize / per_block + 1 : 1;
@@ -171,7 +171,7 @@ std::tuple<Tensor, Tensor, Tensor> forward(
   const Tensor x_c = torch::stable::contiguous(x);
   const std::optional<Tensor> w_c = contiguous_or_null(weight);
   const std::optional<Tensor> b_c = contiguous_or_null(bias);
-  const Shape shape = shape_of(x_c);
+  const RowsCols shape = rows_cols(x_c);
   const ScalarType sdt = stats_dtype(x_c.scalar_type());
   Tensor out = torch::stable::empty_like(x_c);
   Tensor mean = torch::stable::new_empty(x_c, {kCentered ? shape.rows : 0}, sdt);
@@ -198,7 +198,7 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
   const std::optional<Tensor> m_c = contiguous_or_null(mean);
   const Tensor r_c = torch::stable::contiguous(rstd);
   const std::optional<Tensor> w_c = contiguous_or_null(weight);
-  const Shape shape = shape_of(x_c);
+  const RowsCols shape = rows_cols(x_c);
   std::optional<Tensor> grad_x, grad_w, grad_b;
   if (x_grad) {
     grad_x = torch::stable::empty_like(x_c);

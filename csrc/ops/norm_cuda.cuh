@@ -33,7 +33,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
-#include <initializer_list>
+#include <atomic>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -97,16 +97,6 @@ __device__ __forceinline__ A row_sum(A value, A* scratch) {
 }
 
 template <typename T, int kVec>
-__device__ __forceinline__ Vec<T, kVec> load(const T* p, int64_t vec_index) {
-  return reinterpret_cast<const Vec<T, kVec>*>(p)[vec_index];
-}
-
-template <typename T, int kVec>
-__device__ __forceinline__ void store(T* p, int64_t vec_index, const Vec<T, kVec>& v) {
-  reinterpret_cast<Vec<T, kVec>*>(p)[vec_index] = v;
-}
-
-template <typename T, int kVec>
 __device__ __forceinline__ Vec<T, kVec> zeros() {
   Vec<T, kVec> v;
 #pragma unroll
@@ -142,7 +132,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
-      v[i] = active && idx < vecs ? load<T, kVec>(xr, idx) : zeros<T, kVec>();
+      v[i] = active && idx < vecs ? cuda::load_vec<T, kVec>(xr, idx) : zeros<T, kVec>();
     }
     A mean = A(0);
     if constexpr (kCentered) {
@@ -185,8 +175,8 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
       if (idx < vecs) {
-        const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
-        const Vec<T, kVec> bv = b != nullptr ? load<T, kVec>(b, idx) : zeros<T, kVec>();
+        const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
+        const Vec<T, kVec> bv = b != nullptr ? cuda::load_vec<T, kVec>(b, idx) : zeros<T, kVec>();
         Vec<T, kVec> y;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
@@ -199,7 +189,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
           }
           y.val[j] = static_cast<T>(r);
         }
-        store<T, kVec>(outr, idx, y);
+        cuda::store_vec<T, kVec>(outr, idx, y);
       }
     }
   }
@@ -220,7 +210,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
     if constexpr (kCentered) {
       A sum = A(0);
       for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
-        const Vec<T, kVec> v = load<T, kVec>(xr, idx);
+        const Vec<T, kVec> v = cuda::load_vec<T, kVec>(xr, idx);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           sum += static_cast<A>(v.val[j]);
@@ -231,7 +221,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
     }
     A sum_sq = A(0);
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
-      const Vec<T, kVec> v = load<T, kVec>(xr, idx);
+      const Vec<T, kVec> v = cuda::load_vec<T, kVec>(xr, idx);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const A d = static_cast<A>(v.val[j]) - mean;
@@ -248,9 +238,9 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
     }
     T* outr = out + row * cols;
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
-      const Vec<T, kVec> v = load<T, kVec>(xr, idx);
-      const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
-      const Vec<T, kVec> bv = b != nullptr ? load<T, kVec>(b, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> v = cuda::load_vec<T, kVec>(xr, idx);
+      const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> bv = b != nullptr ? cuda::load_vec<T, kVec>(b, idx) : zeros<T, kVec>();
       Vec<T, kVec> y;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
@@ -263,7 +253,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
         }
         y.val[j] = static_cast<T>(r);
       }
-      store<T, kVec>(outr, idx, y);
+      cuda::store_vec<T, kVec>(outr, idx, y);
     }
   }
 }
@@ -319,15 +309,15 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = tx + int64_t{i} * TX;
       const bool in_row = active && idx < vecs;
-      xv[i] = in_row ? load<T, kVec>(x + base, idx) : zeros<T, kVec>();
-      gv[i] = in_row ? load<T, kVec>(grad + base, idx) : zeros<T, kVec>();
+      xv[i] = in_row ? cuda::load_vec<T, kVec>(x + base, idx) : zeros<T, kVec>();
+      gv[i] = in_row ? cuda::load_vec<T, kVec>(grad + base, idx) : zeros<T, kVec>();
     }
     A dot = A(0);  // sum of g*w*xhat
     A sum = A(0);  // sum of g*w
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = tx + int64_t{i} * TX;
-      const Vec<T, kVec> wv = w != nullptr && idx < vecs ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> wv = w != nullptr && idx < vecs ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const A xhat = (static_cast<A>(xv[i].val[j]) - mu) * rs;
@@ -354,7 +344,7 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = tx + int64_t{i} * TX;
       if (idx < vecs) {
-        const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+        const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
         Vec<T, kVec> dx;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
@@ -363,7 +353,7 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
           const A gw = w != nullptr ? g * static_cast<A>(wv.val[j]) : g;
           dx.val[j] = static_cast<T>(rs * (gw - mean_gw - xhat * mean_dot));
         }
-        store<T, kVec>(grad_x + base, idx, dx);
+        cuda::store_vec<T, kVec>(grad_x + base, idx, dx);
       }
     }
   }
@@ -408,9 +398,9 @@ __global__ void __launch_bounds__(kMaxThreads) backward_long_rows_kernel(
     A dot = A(0);
     A sum = A(0);
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
-      const Vec<T, kVec> xv = load<T, kVec>(x + base, idx);
-      const Vec<T, kVec> gv = load<T, kVec>(grad + base, idx);
-      const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> xv = cuda::load_vec<T, kVec>(x + base, idx);
+      const Vec<T, kVec> gv = cuda::load_vec<T, kVec>(grad + base, idx);
+      const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const A xhat = (static_cast<A>(xv.val[j]) - mu) * rs;
@@ -424,9 +414,9 @@ __global__ void __launch_bounds__(kMaxThreads) backward_long_rows_kernel(
     const A mean_dot = cols > 0 ? dot / static_cast<A>(cols) : A(0);
     const A mean_gw = kCentered && cols > 0 ? sum / static_cast<A>(cols) : A(0);
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
-      const Vec<T, kVec> xv = load<T, kVec>(x + base, idx);
-      const Vec<T, kVec> gv = load<T, kVec>(grad + base, idx);
-      const Vec<T, kVec> wv = w != nullptr ? load<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> xv = cuda::load_vec<T, kVec>(x + base, idx);
+      const Vec<T, kVec> gv = cuda::load_vec<T, kVec>(grad + base, idx);
+      const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
       Vec<T, kVec> dx;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
@@ -435,7 +425,7 @@ __global__ void __launch_bounds__(kMaxThreads) backward_long_rows_kernel(
         const A gw = w != nullptr ? g * static_cast<A>(wv.val[j]) : g;
         dx.val[j] = static_cast<T>(rs * (gw - mean_gw - xhat * mean_dot));
       }
-      store<T, kVec>(grad_x + base, idx, dx);
+      cuda::store_vec<T, kVec>(grad_x + base, idx, dx);
     }
   }
 }
@@ -591,7 +581,7 @@ inline int long_row_threads(int64_t vecs) {
 template <typename T, int kVec, bool kCentered>
 void launch_forward(
     const T* x, const T* w, const T* b, T* out, acc_type<T>* mean, acc_type<T>* rstd,
-    Shape shape, double eps, int32_t device, cudaStream_t stream, const char* op) {
+    RowsCols shape, double eps, int32_t device, cudaStream_t stream, const char* op) {
   using A = acc_type<T>;
   const int64_t vecs = shape.cols / kVec;
   const int64_t sms = cuda::multiprocessor_count(device);
@@ -615,11 +605,38 @@ void launch_forward(
   WHEELOPS_CHECK_LAUNCH(op);
 }
 
+// Cached per device: backward asks on every call, and the answer never changes.
 inline int max_dynamic_smem(int32_t device, const char* op) {
-  int bytes = 0;
-  WHEELOPS_CUDA_CHECK(
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op);
+  static std::array<std::atomic<int>, cuda::kMaxDevices> cache{};
+  const bool cached = device >= 0 && device < cuda::kMaxDevices;
+  int bytes = cached ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (bytes == 0) {
+    WHEELOPS_CUDA_CHECK(
+        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op);
+    if (cached) {
+      cache[device].store(bytes, std::memory_order_relaxed);
+    }
+  }
   return bytes;
+}
+
+// Lets kKernel use all of the device's opt-in shared memory, once per kernel
+// and device rather than on every launch (any smaller size then fits too).
+// The kernel is a template argument so that each one has its own flag.
+template <auto kKernel>
+void allow_max_dynamic_smem(int32_t device, const char* op) {
+  static std::array<std::atomic<bool>, cuda::kMaxDevices> done{};
+  const bool cached = device >= 0 && device < cuda::kMaxDevices;
+  if (cached && done[device].load(std::memory_order_relaxed)) {
+    return;
+  }
+  WHEELOPS_CUDA_CHECK(
+      cudaFuncSetAttribute(
+          kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_smem(device, op)),
+      op);
+  if (cached) {
+    done[device].store(true, std::memory_order_relaxed);
+  }
 }
 
 // Grad pointers of one backward call, T-typed.
@@ -663,7 +680,7 @@ void launch_sum_partials(
 
 template <typename T, int kVec, bool kCentered>
 void launch_backward(
-    BackwardArgs<T> a, const Tensor& like, Shape shape, int32_t device, cudaStream_t stream,
+    BackwardArgs<T> a, const Tensor& like, RowsCols shape, int32_t device, cudaStream_t stream,
     const char* op) {
   using A = acc_type<T>;
   constexpr auto kAccType = std::is_same_v<A, double> ? ScalarType::Double : ScalarType::Float;
@@ -685,11 +702,8 @@ void launch_backward(
     const size_t smem = smem_per_group * ty;
     const int64_t groups = (shape.rows + ty - 1) / ty;
     dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
-      auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
-      WHEELOPS_CUDA_CHECK(
-          cudaFuncSetAttribute(
-              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-          op);
+      constexpr auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
+      allow_max_dynamic_smem<kernel>(device, op);
       int per_sm = 0;
       WHEELOPS_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cfg.tx * ty, smem), op);
@@ -734,16 +748,6 @@ void launch_backward(
 }
 
 template <typename T>
-bool aligned16(std::initializer_list<const void*> pointers) {
-  for (const void* q : pointers) {
-    if (q != nullptr && !cuda::is_aligned_16(q)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-template <typename T>
 const T* data_or_null(const std::optional<Tensor>& t) {
   return t.has_value() ? t->const_data_ptr<T>() : nullptr;
 }
@@ -770,7 +774,7 @@ std::tuple<Tensor, Tensor, Tensor> forward(
   const Tensor x_c = torch::stable::contiguous(x);
   const std::optional<Tensor> w_c = contiguous_or_null(weight);
   const std::optional<Tensor> b_c = contiguous_or_null(bias);
-  const Shape shape = shape_of(x_c);
+  const RowsCols shape = rows_cols(x_c);
   const ScalarType sdt = stats_dtype(x_c.scalar_type());
   Tensor out = torch::stable::empty_like(x_c);
   Tensor mean = torch::stable::new_empty(x_c, {kCentered ? shape.rows : 0}, sdt);
@@ -789,7 +793,7 @@ std::tuple<Tensor, Tensor, Tensor> forward(
     A* pm = kCentered ? mean.mutable_data_ptr<A>() : nullptr;
     A* pr = rstd.mutable_data_ptr<A>();
     constexpr int kVec = cuda::kVecSize<T>;
-    if (shape.cols % kVec == 0 && aligned16<T>({px, pw, pb, po})) {
+    if (cuda::can_vectorize<T>(shape.cols, {px, pw, pb, po})) {
       launch_forward<T, kVec, kCentered>(px, pw, pb, po, pm, pr, shape, eps, device, stream, op);
     } else {
       launch_forward<T, 1, kCentered>(px, pw, pb, po, pm, pr, shape, eps, device, stream, op);
@@ -811,7 +815,7 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
   const std::optional<Tensor> m_c = contiguous_or_null(mean);
   const Tensor r_c = torch::stable::contiguous(rstd);
   const std::optional<Tensor> w_c = contiguous_or_null(weight);
-  const Shape shape = shape_of(x_c);
+  const RowsCols shape = rows_cols(x_c);
   std::optional<Tensor> grad_x, grad_w, grad_b;
   if (x_grad) {
     grad_x = torch::stable::empty_like(x_c);
@@ -849,7 +853,7 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
         weight_grad ? grad_w->template mutable_data_ptr<T>() : nullptr,
         bias_grad ? grad_b->template mutable_data_ptr<T>() : nullptr};
     constexpr int kVec = cuda::kVecSize<T>;
-    if (shape.cols % kVec == 0 && aligned16<T>({a.grad, a.x, a.w, a.grad_x})) {
+    if (cuda::can_vectorize<T>(shape.cols, {a.grad, a.x, a.w, a.grad_x})) {
       launch_backward<T, kVec, kCentered>(a, x_c, shape, device, stream, op);
     } else {
       launch_backward<T, 1, kCentered>(a, x_c, shape, device, stream, op);

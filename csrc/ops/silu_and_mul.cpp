@@ -54,15 +54,6 @@ void backward_rows(const T* grad, const T* x, T* grad_x, Rows shape) {
   });
 }
 
-std::vector<int64_t> output_shape(const Tensor& x) {
-  std::vector<int64_t> shape(x.dim());
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    shape[i] = x.size(i);
-  }
-  shape.back() /= 2;
-  return shape;
-}
-
 Tensor silu_and_mul_cpu(const Tensor& x) {
   check_forward_args(x);
   const Tensor x_c = torch::stable::contiguous(x);

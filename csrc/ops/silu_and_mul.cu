@@ -12,7 +12,6 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
-#include <initializer_list>
 #include <vector>
 
 #include "silu_and_mul.h"
@@ -35,16 +34,6 @@ constexpr int kForwardRows = 2;
 // ptxas took 72 registers for bf16 (3 blocks per SM), giving back most of what
 // the second row in flight adds.
 constexpr int kForwardMinBlocks = 4;
-
-template <typename T, int kVec>
-__device__ __forceinline__ Vec<T, kVec> load(const T* p, int64_t vec_index) {
-  return reinterpret_cast<const Vec<T, kVec>*>(p)[vec_index];
-}
-
-template <typename T, int kVec>
-__device__ __forceinline__ void store(T* p, int64_t vec_index, const Vec<T, kVec>& v) {
-  reinterpret_cast<Vec<T, kVec>*>(p)[vec_index] = v;
-}
 
 // silu(a) * b for the forward kernel. A bf16 output element moves 6 bytes, so
 // the exact expf and IEEE division (~20 instructions) took a large share of
@@ -79,8 +68,8 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks) silu_and_mul_forw
         const int64_t r = r0 + u * row_stride;
         if (r < rows) {
           const T* gate = x + r * 2 * d;
-          a[u] = load<T, kVec>(gate, c);
-          b[u] = load<T, kVec>(gate + d, c);
+          a[u] = cuda::load_vec<T, kVec>(gate, c);
+          b[u] = cuda::load_vec<T, kVec>(gate + d, c);
         }
       }
 #pragma unroll
@@ -93,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks) silu_and_mul_forw
             y.val[j] = static_cast<T>(
                 forward_value<T>(static_cast<A>(a[u].val[j]), static_cast<A>(b[u].val[j])));
           }
-          store<T, kVec>(out + r * d, c, y);
+          cuda::store_vec<T, kVec>(out + r * d, c, y);
         }
       }
     }
@@ -115,9 +104,9 @@ __global__ void silu_and_mul_backward_kernel(
     T* grad_gate = grad_x + r * 2 * d;
     T* grad_up = grad_gate + d;
     for (int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < vecs; c += col_stride) {
-      const Vec<T, kVec> g = load<T, kVec>(g_row, c);
-      const Vec<T, kVec> a = load<T, kVec>(gate, c);
-      const Vec<T, kVec> b = load<T, kVec>(up, c);
+      const Vec<T, kVec> g = cuda::load_vec<T, kVec>(g_row, c);
+      const Vec<T, kVec> a = cuda::load_vec<T, kVec>(gate, c);
+      const Vec<T, kVec> b = cuda::load_vec<T, kVec>(up, c);
       Vec<T, kVec> ga;
       Vec<T, kVec> gb;
 #pragma unroll
@@ -128,26 +117,10 @@ __global__ void silu_and_mul_backward_kernel(
         ga.val[j] = static_cast<T>(da);
         gb.val[j] = static_cast<T>(db);
       }
-      store<T, kVec>(grad_gate, c, ga);
-      store<T, kVec>(grad_up, c, gb);
+      cuda::store_vec<T, kVec>(grad_gate, c, ga);
+      cuda::store_vec<T, kVec>(grad_up, c, gb);
     }
   }
-}
-
-// 16-byte vectors when d and every pointer allow them. A vector never
-// straddles the two halves: d is a multiple of the width, so row starts and
-// the start of the second half are 16-byte aligned too.
-template <typename T>
-bool can_vectorize(int64_t d, std::initializer_list<const void*> pointers) {
-  if (d % cuda::kVecSize<T> != 0) {
-    return false;
-  }
-  for (const void* p : pointers) {
-    if (!cuda::is_aligned_16(p)) {
-      return false;
-    }
-  }
-  return true;
 }
 
 struct Grid {
@@ -195,15 +168,6 @@ void launch_rows(
   kernel<<<g.grid, g.block, 0, stream>>>(args...);
 }
 
-std::vector<int64_t> output_shape(const Tensor& x) {
-  std::vector<int64_t> shape(x.dim());
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    shape[i] = x.size(i);
-  }
-  shape.back() /= 2;
-  return shape;
-}
-
 Tensor silu_and_mul_cuda(const Tensor& x) {
   check_forward_args(x);
   const int32_t device = x.get_device_index();
@@ -220,7 +184,9 @@ Tensor silu_and_mul_cuda(const Tensor& x) {
     constexpr int kVec = cuda::kVecSize<T>;
     const T* px = x_c.const_data_ptr<T>();
     T* po = out.mutable_data_ptr<T>();
-    if (can_vectorize<T>(shape.d, {px, po})) {
+    // A vector never straddles the two halves: d is a multiple of the width, so
+    // row starts and the start of the second half are 16-byte aligned too.
+    if (cuda::can_vectorize<T>(shape.d, {px, po})) {
       static cuda::OccupancyCache cache{};
       launch_rows(
           cache, silu_and_mul_forward_kernel<T, kVec>, shape.d / kVec, shape.rows, kForwardRows,
@@ -254,7 +220,7 @@ Tensor silu_and_mul_backward_cuda(const Tensor& grad, const Tensor& x) {
     const T* pg = g_c.const_data_ptr<T>();
     const T* px = x_c.const_data_ptr<T>();
     T* pgx = grad_x.mutable_data_ptr<T>();
-    if (can_vectorize<T>(shape.d, {pg, px, pgx})) {
+    if (cuda::can_vectorize<T>(shape.d, {pg, px, pgx})) {
       static cuda::OccupancyCache cache{};
       launch_rows(
           cache, silu_and_mul_backward_kernel<T, kVec>, shape.d / kVec, shape.rows, 1, device,

@@ -6,6 +6,8 @@
 
 #include <math.h>
 
+#include <vector>
+
 #include "wheelops/tensor_checks.h"
 
 namespace wheelops::silu_and_mul {
@@ -40,12 +42,19 @@ struct Rows {
   int64_t d;
 };
 
-inline Rows rows_of(const Tensor& x) {
-  int64_t rows = 1;
-  for (int64_t i = 0; i + 1 < x.dim(); ++i) {
-    rows *= x.size(i);
+// The output's shape: x's with the last dimension halved.
+inline std::vector<int64_t> output_shape(const Tensor& x) {
+  std::vector<int64_t> shape(x.dim());
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    shape[i] = x.size(i);
   }
-  return {rows, x.size(x.dim() - 1) / 2};
+  shape.back() /= 2;
+  return shape;
+}
+
+inline Rows rows_of(const Tensor& x) {
+  const RowsCols shape = rows_cols(x);
+  return {shape.rows, shape.cols / 2};
 }
 
 C10_HOST_DEVICE inline float exp_(float v) { return ::expf(v); }

@@ -41,7 +41,7 @@ int64_t row_grain(int64_t cols) {
 }
 
 template <typename T>
-void forward_rows(const T* x, T* y, Rows shape) {
+void forward_rows(const T* x, T* y, RowsCols shape) {
   using A = acc_type<T>;
   const int64_t cols = shape.cols;
   cpu::parallel_range(shape.rows, row_grain(cols), [=](int64_t begin, int64_t end) {
@@ -63,7 +63,7 @@ void forward_rows(const T* x, T* y, Rows shape) {
 }
 
 template <typename T>
-void backward_rows(const T* grad, const T* y, T* grad_x, Rows shape) {
+void backward_rows(const T* grad, const T* y, T* grad_x, RowsCols shape) {
   using A = acc_type<T>;
   const int64_t cols = shape.cols;
   cpu::parallel_range(shape.rows, row_grain(cols), [=](int64_t begin, int64_t end) {
@@ -86,7 +86,7 @@ Tensor softmax_cpu(const Tensor& x, int64_t dim) {
   Tensor out = torch::stable::empty_like(x_rows);
   dispatch_float(x_rows.scalar_type(), "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    forward_rows<T>(x_rows.const_data_ptr<T>(), out.mutable_data_ptr<T>(), rows_of(x_rows));
+    forward_rows<T>(x_rows.const_data_ptr<T>(), out.mutable_data_ptr<T>(), rows_cols(x_rows));
   });
   return move_dim_back(out, d);
 }
@@ -100,7 +100,7 @@ Tensor softmax_backward_cpu(const Tensor& grad, const Tensor& out, int64_t dim) 
     using T = typename decltype(tag)::type;
     backward_rows<T>(
         g_rows.const_data_ptr<T>(), y_rows.const_data_ptr<T>(), grad_x.mutable_data_ptr<T>(),
-        rows_of(y_rows));
+        rows_cols(y_rows));
   });
   return move_dim_back(grad_x, d);
 }

@@ -177,16 +177,6 @@ __device__ __forceinline__ void prefetch_rows(
   }
 }
 
-template <typename T, int kVec>
-__device__ __forceinline__ Vec<T, kVec> load(const T* row, int64_t vec_index) {
-  return reinterpret_cast<const Vec<T, kVec>*>(row)[vec_index];
-}
-
-template <typename T, int kVec>
-__device__ __forceinline__ void store(T* row, int64_t vec_index, const Vec<T, kVec>& v) {
-  reinterpret_cast<Vec<T, kVec>*>(row)[vec_index] = v;
-}
-
 // ---------------------------------------------------------------- forward --
 
 // Each team owns one row at a time; thread `lane` holds vectors lane,
@@ -212,7 +202,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_in_registers(
     for (int i = 0; i < kItems; ++i) {
       const int vi = team.lane + i * team.size;
       if (active && vi < vecs) {
-        const Vec<T, kVec> p = load<T, kVec>(in, vi);
+        const Vec<T, kVec> p = cuda::load_vec<T, kVec>(in, vi);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           v[i][j] = static_cast<A>(p.val[j]);
@@ -248,7 +238,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_in_registers(
         for (int j = 0; j < kVec; ++j) {
           out.val[j] = static_cast<T>(v[i][j] * inv);
         }
-        store<T, kVec>(out_row, vi, out);
+        cuda::store_vec<T, kVec>(out_row, vi, out);
       }
     }
   }
@@ -318,7 +308,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
       for (int b = 0; b < kStreamBatch; ++b) {
         const int64_t vi = base + int64_t{b} * blockDim.x;
         if (vi < vecs) {
-          p[b] = load<T, kVec>(in, vi);
+          p[b] = cuda::load_vec<T, kVec>(in, vi);
         }
       }
 #pragma unroll
@@ -350,7 +340,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
       for (int b = 0; b < kStreamBatch; ++b) {
         const int64_t vi = base + int64_t{b} * blockDim.x;
         if (vi < vecs) {
-          p[b] = load<T, kVec>(in, vi);
+          p[b] = cuda::load_vec<T, kVec>(in, vi);
         }
       }
 #pragma unroll
@@ -361,7 +351,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
           for (int j = 0; j < kVec; ++j) {
             p[b].val[j] = static_cast<T>(exp_acc(static_cast<A>(p[b].val[j]) - total.max) * inv);
           }
-          store<T, kVec>(out, vi, p[b]);
+          cuda::store_vec<T, kVec>(out, vi, p[b]);
         }
       }
     }
@@ -394,8 +384,8 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_backward_in_registers(
     for (int i = 0; i < kItems; ++i) {
       const int vi = team.lane + i * team.size;
       if (active && vi < vecs) {
-        g[i] = load<T, kVec>(g_row, vi);
-        o[i] = load<T, kVec>(y_row, vi);
+        g[i] = cuda::load_vec<T, kVec>(g_row, vi);
+        o[i] = cuda::load_vec<T, kVec>(y_row, vi);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           local_dot += static_cast<A>(g[i].val[j]) * static_cast<A>(o[i].val[j]);
@@ -420,7 +410,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_backward_in_registers(
           const A yj = static_cast<A>(o[i].val[j]);
           out.val[j] = static_cast<T>(yj * (static_cast<A>(g[i].val[j]) - dot));
         }
-        store<T, kVec>(out_row, vi, out);
+        cuda::store_vec<T, kVec>(out_row, vi, out);
       }
     }
   }
@@ -446,8 +436,8 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_backward_two_pass(
       for (int b = 0; b < kStreamBatch; ++b) {
         const int64_t vi = base + int64_t{b} * blockDim.x;
         if (vi < vecs) {
-          g[b] = load<T, kVec>(g_row, vi);
-          o[b] = load<T, kVec>(y_row, vi);
+          g[b] = cuda::load_vec<T, kVec>(g_row, vi);
+          o[b] = cuda::load_vec<T, kVec>(y_row, vi);
         }
       }
 #pragma unroll
@@ -469,8 +459,8 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_backward_two_pass(
       for (int b = 0; b < kStreamBatch; ++b) {
         const int64_t vi = base + int64_t{b} * blockDim.x;
         if (vi < vecs) {
-          g[b] = load<T, kVec>(g_row, vi);
-          o[b] = load<T, kVec>(y_row, vi);
+          g[b] = cuda::load_vec<T, kVec>(g_row, vi);
+          o[b] = cuda::load_vec<T, kVec>(y_row, vi);
         }
       }
 #pragma unroll
@@ -482,7 +472,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_backward_two_pass(
             const A yj = static_cast<A>(o[b].val[j]);
             g[b].val[j] = static_cast<T>(yj * (static_cast<A>(g[b].val[j]) - dot));
           }
-          store<T, kVec>(out, vi, g[b]);
+          cuda::store_vec<T, kVec>(out, vi, g[b]);
         }
       }
     }
@@ -523,15 +513,7 @@ unsigned int blocks_for(int64_t groups, int threads, int32_t device) {
 
 template <typename T>
 int vector_width(int64_t cols, std::initializer_list<const void*> pointers) {
-  if (cols % cuda::kVecSize<T> != 0) {
-    return 1;
-  }
-  for (const void* p : pointers) {
-    if (!cuda::is_aligned_16(p)) {
-      return 1;
-    }
-  }
-  return cuda::kVecSize<T>;
+  return cuda::can_vectorize<T>(cols, pointers) ? cuda::kVecSize<T> : 1;
 }
 
 // Calls fn(std::integral_constant<int, kItems>{}) for items in 1, 2, 4, ..., 32,
@@ -577,7 +559,7 @@ Launch register_launch(
 }
 
 template <typename T, int kVec>
-void launch_forward(const T* x, T* y, Rows shape, int32_t device, cudaStream_t stream) {
+void launch_forward(const T* x, T* y, RowsCols shape, int32_t device, cudaStream_t stream) {
   using A = acc_type<T>;
   constexpr int kMaxItems =
       std::min(kRowRegisterBytes / (kVec * static_cast<int>(sizeof(A))), kMaxItemsDispatched);
@@ -599,7 +581,7 @@ void launch_forward(const T* x, T* y, Rows shape, int32_t device, cudaStream_t s
 
 template <typename T, int kVec>
 void launch_backward(
-    const T* grad, const T* y, T* grad_x, Rows shape, int32_t device, cudaStream_t stream) {
+    const T* grad, const T* y, T* grad_x, RowsCols shape, int32_t device, cudaStream_t stream) {
   constexpr int kMaxItems =
       std::min(kRowRegisterBytes / (2 * kVec * static_cast<int>(sizeof(T))), kMaxItemsDispatched);
   const RowPlan plan = plan_rows(shape.cols / kVec, kMaxItems);
@@ -626,7 +608,7 @@ Tensor softmax_cuda(const Tensor& x, int64_t dim) {
   const Tensor x_rows = move_dim_last(x, d);
   Tensor out = torch::stable::empty_like(x_rows);
   if (x_rows.numel() > 0) {
-    const Rows shape = rows_of(x_rows);
+    const RowsCols shape = rows_cols(x_rows);
     const cudaStream_t stream = cuda::current_stream(device, "softmax");
     dispatch_float(x_rows.scalar_type(), "softmax", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -650,7 +632,7 @@ Tensor softmax_backward_cuda(const Tensor& grad, const Tensor& out, int64_t dim)
   const Tensor y_rows = move_dim_last(out, d);
   Tensor grad_x = torch::stable::empty_like(y_rows);
   if (y_rows.numel() > 0) {
-    const Rows shape = rows_of(y_rows);
+    const RowsCols shape = rows_cols(y_rows);
     const cudaStream_t stream = cuda::current_stream(device, "softmax_backward");
     dispatch_float(y_rows.scalar_type(), "softmax_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;

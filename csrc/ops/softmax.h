@@ -33,21 +33,6 @@ inline int64_t check_backward_args(const Tensor& grad, const Tensor& out, int64_
   return wrap_dim(out, dim, op);
 }
 
-// The kernels see [rows, cols] row-major, softmax along cols.
-struct Rows {
-  int64_t rows;
-  int64_t cols;
-};
-
-inline Rows rows_of(const Tensor& rows_last) {
-  const int64_t cols = rows_last.dim() > 0 ? rows_last.size(rows_last.dim() - 1) : 1;
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < rows_last.dim(); ++d) {
-    rows *= rows_last.size(d);
-  }
-  return {rows, cols};
-}
-
 inline bool is_last(const Tensor& x, int64_t dim) {
   return x.dim() == 0 || dim == x.dim() - 1;
 }

@@ -76,4 +76,20 @@ inline void check_same_shape(
       shape_string(b), "); wheelops does not broadcast");
 }
 
+// t viewed as [rows, cols] with cols its last dimension (a 0-dim tensor is one
+// row of one).
+struct RowsCols {
+  int64_t rows;
+  int64_t cols;
+};
+
+inline RowsCols rows_cols(const Tensor& t) {
+  const int64_t cols = t.dim() > 0 ? t.size(t.dim() - 1) : 1;
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) {
+    rows *= t.size(d);
+  }
+  return {rows, cols};
+}
+
 } // namespace wheelops

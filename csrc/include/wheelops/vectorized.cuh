@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include "wheelops/cuda_runtime.cuh"
@@ -25,6 +26,33 @@ struct alignas(sizeof(T) * N) Vec {
 
 inline bool is_aligned_16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// 16-byte vectors fit when `n` (a row length) is a whole number of them and
+// every pointer given is 16-byte aligned; null pointers (absent optional
+// tensors) do not count.
+template <typename T>
+bool can_vectorize(int64_t n, std::initializer_list<const void*> pointers) {
+  if (n % kVecSize<T> != 0) {
+    return false;
+  }
+  for (const void* p : pointers) {
+    if (p != nullptr && !is_aligned_16(p)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The vec_index-th vector of N elements at p (p must allow it: can_vectorize).
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p, int64_t vec_index) {
+  return reinterpret_cast<const Vec<T, N>*>(p)[vec_index];
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* p, int64_t vec_index, const Vec<T, N>& v) {
+  reinterpret_cast<Vec<T, N>*>(p)[vec_index] = v;
 }
 
 template <typename T, int K>
