@@ -17,6 +17,19 @@ SUPPORTED_DEVICE_TYPES = ("cpu", "cuda", "meta")
 
 
 def float_tensor(op: str, name: str, value: object) -> torch.Tensor:
+    return tensor_of(op, name, value, FLOAT_DTYPES, _DTYPE_NAMES)
+
+
+def tensor_of(
+    op: str,
+    name: str,
+    value: object,
+    dtypes: tuple[torch.dtype, ...],
+    expected: str,
+    hint: str = "",
+) -> torch.Tensor:
+    """A dense tensor of one of `dtypes` on a device wheelops runs on; `expected` names the
+    dtypes in the message, `hint` (optional) says how to get one."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(
             f"wheelops.{op}: argument '{name}' must be a torch.Tensor, got {type(value).__name__}"
@@ -26,9 +39,10 @@ def float_tensor(op: str, name: str, value: object) -> torch.Tensor:
             f"wheelops.{op}: argument '{name}' must be a dense (strided) tensor, "
             f"got layout {value.layout}"
         )
-    if value.dtype not in FLOAT_DTYPES:
+    if value.dtype not in dtypes:
         raise TypeError(
-            f"wheelops.{op}: argument '{name}' has dtype {value.dtype}; expected {_DTYPE_NAMES}"
+            f"wheelops.{op}: argument '{name}' has dtype {value.dtype}; expected {expected}"
+            + (f" ({hint})" if hint else "")
         )
     if value.device.type not in SUPPORTED_DEVICE_TYPES:
         raise ValueError(

@@ -17,25 +17,10 @@ _FLOAT32_ROUNDS_TO_ZERO = 2.0**-150
 
 def _check(vol: object, max_value: object) -> None:
     op = "normalize_volume"
-    if not isinstance(vol, torch.Tensor):
-        raise TypeError(
-            f"wheelops.{op}: argument 'vol' must be a torch.Tensor, got {type(vol).__name__}"
-        )
-    if vol.layout != torch.strided:
-        raise TypeError(
-            f"wheelops.{op}: argument 'vol' must be a dense (strided) tensor, "
-            f"got layout {vol.layout}"
-        )
-    if vol.dtype != torch.uint16:
-        raise TypeError(
-            f"wheelops.{op}: argument 'vol' has dtype {vol.dtype}; expected torch.uint16 "
-            "(e.g. vol.view(torch.uint16) for raw 16-bit scanner data read as int16)"
-        )
-    if vol.device.type not in _checks.SUPPORTED_DEVICE_TYPES:
-        raise ValueError(
-            f"wheelops.{op}: argument 'vol' is on device {vol.device}; wheelops runs on "
-            "cpu and cuda"
-        )
+    _checks.tensor_of(
+        op, "vol", vol, (torch.uint16,), "torch.uint16",
+        "e.g. vol.view(torch.uint16) for raw 16-bit scanner data read as int16",
+    )  # fmt: skip
     if isinstance(max_value, bool) or not isinstance(max_value, (int, float)):
         raise TypeError(
             f"wheelops.{op}: argument 'max_value' must be a Python int or float, "

@@ -11,29 +11,14 @@ __all__ = ["rgb_to_gray"]
 
 def _check(img: object) -> torch.Tensor:
     op = "rgb_to_gray"
-    if not isinstance(img, torch.Tensor):
-        raise TypeError(
-            f"wheelops.{op}: argument 'img' must be a torch.Tensor, got {type(img).__name__}"
-        )
-    if img.layout != torch.strided:
-        raise TypeError(
-            f"wheelops.{op}: argument 'img' must be a dense (strided) tensor, "
-            f"got layout {img.layout}"
-        )
-    if img.dtype != torch.uint8:
-        raise TypeError(
-            f"wheelops.{op}: argument 'img' has dtype {img.dtype}; expected torch.uint8 "
-            "(convert float images with (img * 255).round().to(torch.uint8))"
-        )
+    img = _checks.tensor_of(
+        op, "img", img, (torch.uint8,), "torch.uint8",
+        "convert float images with (img * 255).round().to(torch.uint8)",
+    )  # fmt: skip
     if img.dim() not in (3, 4) or img.shape[-1] != 3:
         raise ValueError(
             f"wheelops.{op}: argument 'img' must have shape [H, W, 3] or [N, H, W, 3] "
             f"(channels-last RGB), got {list(img.shape)}; for NCHW use img.permute(0, 2, 3, 1)"
-        )
-    if img.device.type not in _checks.SUPPORTED_DEVICE_TYPES:
-        raise ValueError(
-            f"wheelops.{op}: argument 'img' is on device {img.device}; wheelops runs on "
-            "cpu and cuda"
         )
     return img
 
