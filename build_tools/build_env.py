@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import subprocess
 import sys
@@ -36,16 +35,14 @@ def _pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", "install", *args], check=True)
 
 
-def _torch_facts() -> tuple[str, str | None, str | None]:
-    """(version, CUDA version, the cuda-toolkit release torch pins), in a fresh process."""
-    code = (
-        "import importlib.metadata as m, json, re, torch\n"
-        "pin = next((re.split('==', r)[1].split(';')[0].strip() for r in m.requires('torch') or []"
-        " if r.startswith('cuda-toolkit') and '==' in r), None)\n"
-        "print(json.dumps([torch.__version__, torch.version.cuda, pin]))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))  # type: ignore[return-value]
+def _toolkit_pin() -> str | None:
+    """The cuda-toolkit release the installed torch pins, read from its metadata."""
+    pins = [
+        r.split("==", 1)[1].split(";")[0].strip()
+        for r in importlib.metadata.requires("torch") or []
+        if r.startswith("cuda-toolkit") and "==" in r
+    ]
+    return pins[0] if pins else None
 
 
 def refusal(variant: build_matrix.Variant, matrix: build_matrix.Matrix) -> str:
@@ -65,18 +62,14 @@ def prepare(name: str) -> None:
     if variant.toolkit_source == "image" and os.environ.get(IMAGE_VARIANT_ENV) != variant.name:
         raise SystemExit(refusal(variant, matrix))
     _pip(*BUILD_REQUIREMENTS)
-    plan = torch_install.plan(variant.name, variant.build_torch, matrix.torch_index_url)
-    if variant.toolkit_source == "pypi":
-        # The default registry's torch is CUDA 13 (its PyPI default); checked below.
-        plan = torch_install.TorchInstall(f"torch=={variant.build_torch}", None, variant.name)
-    _pip(*plan.pip_args())
-    version, cuda, pin = _torch_facts()
-    problem = torch_install.verify(plan, version, cuda)
-    if problem:
-        raise SystemExit(f"build torch for {variant.name}: {problem}")
+    # CUDA 13: the default registry's torch is that build (PyPI's default); checked there.
+    version, cuda = torch_install.install(
+        variant.name, variant.build_torch, default_registry=variant.toolkit_source == "pypi"
+    )
     if variant.toolkit_source == "pypi":
         from packaging.version import Version  # installed above, with the build requirements
 
+        pin = _toolkit_pin()
         if pin is not None and Version(pin) != Version(variant.toolkit or "0"):
             raise SystemExit(
                 f"torch {version} pins cuda-toolkit {pin}, the matrix says {variant.name} "

@@ -80,9 +80,11 @@ def _cuda_of(variant: str) -> tuple[int, int]:
     return int(digits[:-1]), int(digits[-1])
 
 
-def install(variant: str, torch: str) -> str:
-    """Install the cell's torch into the running Python; returns its version, or exits
-    saying why the torch that came is not the one the cell needs."""
+def install(variant: str, torch: str, default_registry: bool = False) -> tuple[str, str | None]:
+    """Install the cell's torch into the running Python; returns its version and CUDA
+    version, or exits saying why the torch that came is not the one the cell needs.
+    default_registry: take it from pip's own registry even where PyTorch's index is
+    reachable (the CUDA 13 build torch is PyPI's default build)."""
     import json
     import subprocess
     import sys
@@ -95,6 +97,8 @@ def install(variant: str, torch: str) -> str:
     if torch == "smoke":
         torch = matrix.variant(variant).smoke_torch
     chosen = plan(variant, torch, matrix.torch_index_url)
+    if default_registry:
+        chosen = TorchInstall(f"torch=={torch}", None, variant)
     where = chosen.index_url or "the default registry (PyTorch's index is not reachable)"
     print(f"torch for {variant}/{torch}: {chosen.requirement} from {where}", flush=True)
     subprocess.run([sys.executable, "-m", "pip", "install", *chosen.pip_args()], check=True)
@@ -105,7 +109,7 @@ def install(variant: str, torch: str) -> str:
     if problem:
         raise SystemExit(f"torch for {variant}/{torch}: {problem}")
     print(f"torch {version} (CUDA {cuda}) serves {variant}/{torch}", flush=True)
-    return version
+    return version, cuda
 
 
 if __name__ == "__main__":
