@@ -620,22 +620,22 @@ inline int max_dynamic_smem(int32_t device, const char* op) {
   return bytes;
 }
 
-// Lets kKernel use all of the device's opt-in shared memory, once per kernel
-// and device rather than on every launch (any smaller size then fits too).
-// The kernel is a template argument so that each one has its own flag.
+// Lets kKernel take `bytes` of dynamic shared memory. The attribute is set only
+// when a call needs more than any earlier one on that device (not on every
+// launch); the kernel is a template argument so that each has its own record.
 template <auto kKernel>
-void allow_max_dynamic_smem(int32_t device, const char* op) {
-  static std::array<std::atomic<bool>, cuda::kMaxDevices> done{};
+void allow_dynamic_smem(size_t bytes, int32_t device, const char* op) {
+  static std::array<std::atomic<size_t>, cuda::kMaxDevices> allowed{};
   const bool cached = device >= 0 && device < cuda::kMaxDevices;
-  if (cached && done[device].load(std::memory_order_relaxed)) {
+  if (cached && bytes <= allowed[device].load(std::memory_order_relaxed)) {
     return;
   }
   WHEELOPS_CUDA_CHECK(
       cudaFuncSetAttribute(
-          kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_smem(device, op)),
+          kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
       op);
   if (cached) {
-    done[device].store(true, std::memory_order_relaxed);
+    allowed[device].store(bytes, std::memory_order_relaxed);
   }
 }
 
@@ -703,7 +703,7 @@ void launch_backward(
     const int64_t groups = (shape.rows + ty - 1) / ty;
     dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
       constexpr auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
-      allow_max_dynamic_smem<kernel>(device, op);
+      allow_dynamic_smem<kernel>(smem, device, op);
       int per_sm = 0;
       WHEELOPS_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cfg.tx * ty, smem), op);
