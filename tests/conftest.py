@@ -5,8 +5,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Property tests: "ci" is small and derandomized (the same examples every run, so
+# CI cannot flake on a new draw); "gpu" is the device suite's larger, random run.
+# Choose with WHEELOPS_HYPOTHESIS_PROFILE; tools/gpu_tests.sh picks "gpu".
+_COMMON = dict(
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("ci", max_examples=25, derandomize=True, **_COMMON)
+settings.register_profile("gpu", max_examples=250, **_COMMON)
+settings.load_profile(os.environ.get("WHEELOPS_HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -26,12 +40,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU; this machine has none")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    no_gpu = pytest.mark.skip(reason="needs a CUDA GPU; this machine has none")
+    one_gpu = pytest.mark.skip(reason=f"needs two CUDA GPUs; this machine has {gpus}")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and gpus == 0:
+            item.add_marker(no_gpu)
+        elif "multi_gpu" in item.keywords and gpus < 2:
+            item.add_marker(one_gpu)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import _example_log
+
+    _example_log.write_if_asked()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
