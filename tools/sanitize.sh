@@ -12,10 +12,13 @@
 #
 # What runs: the GPU tests except the huge (> 2**31 elements), two-GPU and
 # compile ones (-m "gpu and not huge and not multi_gpu and not slow"), with the
-# CI-sized property tests; only wheelops's kernels are instrumented
-# (--kernel-name kns=wheelops), torch's own run unchecked. The caching allocator
+# CI-sized property tests. memcheck, racecheck and synccheck instrument only
+# wheelops's kernels (--kernel-name kns=wheelops; torch's run unchecked, and much
+# faster); initcheck instruments every kernel, since it must see torch's kernels
+# write a tensor to know that ours read initialized memory. The caching allocator
 # is off (PYTORCH_NO_CUDA_MEMORY_CACHING=1) so that every tensor is its own
-# allocation and an access one element past its end is out of bounds.
+# allocation: an access one element past its end is out of bounds, and a
+# recycled block cannot pass for initialized.
 #
 # With $OUT set, each tool writes sanitizer-<tool>.log (the sanitizer's report),
 # sanitizer-<tool>.xml (JUnit) and the pytest log, and sanitizer-summary.json
@@ -41,8 +44,8 @@ run_tool() {
   local tool="$1"; shift
   local start=$SECONDS status=0
   local launcher=(timeout "${SANITIZER_TIMEOUT:-3000}" "$sanitizer" --tool "$tool"
-    --kernel-name kns=wheelops --error-exitcode 86 --print-limit 200
-    --log-file "$out/sanitizer-$tool.log")
+    --error-exitcode 86 --print-limit 200 --log-file "$out/sanitizer-$tool.log")
+  [[ "$tool" == initcheck ]] || launcher+=(--kernel-name kns=wheelops)
   WHEELOPS_REPORT_NAME="sanitizer-$tool" WHEELOPS_HYPOTHESIS_PROFILE=ci \
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 OUT="$out" WHEELOPS_TEST_LAUNCHER="${launcher[*]}" \
     "$repo/tools/gpu_tests.sh" "$wheel" -q -m "$marks" "$@" \

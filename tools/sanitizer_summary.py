@@ -15,7 +15,10 @@ import re
 import sys
 from pathlib import Path
 
-ERRORS = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+# "ERROR SUMMARY: 524 errors", not the "... 324 errors were not printed" line after it.
+ERRORS = re.compile(r"ERROR SUMMARY: (\d+) errors?$", re.MULTILINE)
+# racecheck's own summary; its warnings (possible hazards) count as errors here.
+RACES = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
 STATUS = re.compile(r"exit (\d+) in (\d+) s")
 
 
@@ -23,6 +26,7 @@ def tool_summary(out: Path, tool: str) -> dict[str, object]:
     log = out / f"sanitizer-{tool}.log"
     text = log.read_text(errors="replace") if log.exists() else ""
     counts = [int(n) for n in ERRORS.findall(text)]
+    counts += [int(e) + int(w) for e, w in RACES.findall(text)]
     tests_file = out / f"sanitizer-{tool}-summary.json"
     tests = json.loads(tests_file.read_text()) if tests_file.exists() else {}
     status_file = out / f"sanitizer-{tool}.status"
