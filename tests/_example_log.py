@@ -2,7 +2,8 @@
 
 Property tests call ``record(op, device)`` once per example they run; if
 ``WHEELOPS_EXAMPLE_LOG`` names a file, conftest writes the counts there (JSON)
-when the session ends.
+when the session ends; a pytest-xdist worker writes ``<file>.<worker id>``
+instead, so that workers do not overwrite each other (the report adds them up).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def write_if_asked() -> None:
     path = os.environ.get("WHEELOPS_EXAMPLE_LOG")
     if not path or not _counts:
         return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    path = f"{path}.{worker}" if worker else path
     table: dict[str, dict[str, int]] = {}
     for (op, device), n in sorted(_counts.items()):
         table.setdefault(op, {})[device] = n
