@@ -365,3 +365,54 @@ def test_side_stream(dtype):
     assert_close_tol(out, expected)
     expected_grad = float64_grads(_ln64, torch.ones_like(out), x, weight, bias)[0]
     assert_close_tol(grad_x, expected_grad, scale=4.0)
+
+
+# Found by review while writing the multi-thread tests (issue 6): threads making
+# the first backward call of one kernel with different shared-memory sizes (one
+# slot for weight alone, two with the bias) could set the kernel's size limit
+# below what another thread was about to launch with: cudaErrorInvalidValue.
+# It needs kernels no call has used yet, hence a fresh process; each width below
+# is a kernel of its own, so each is a new race.
+_CONCURRENT_FIRST_BACKWARDS = """
+import threading, torch, torch.nn.functional as F, wheelops
+from wheelops import _native
+if _native.loaded() is None:
+    import wheelops.jit
+    wheelops.jit.load()
+errors = []
+def run(barrier, cols, with_bias, seed):
+    try:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(64, cols, generator=g).cuda().requires_grad_()
+        w = torch.randn(cols, generator=g).cuda().requires_grad_()
+        b = torch.randn(cols, generator=g).cuda().requires_grad_() if with_bias else None
+        barrier.wait()
+        grads = torch.autograd.grad(wheelops.layer_norm(x, w, b).square().sum(), (x, w))
+        expected = torch.autograd.grad(F.layer_norm(x, (cols,), w, b).square().sum(), (x, w))
+        for mine, theirs in zip(grads, expected):
+            torch.testing.assert_close(mine, theirs, atol=1e-3, rtol=1e-4)
+    except BaseException as e:
+        errors.append(f"cols={cols} bias={with_bias}: {e!r}")
+for cols in (1024, 2048, 3072, 4096, 6144, 8192):
+    barrier = threading.Barrier(8)
+    threads = [threading.Thread(target=run, args=(barrier, cols, i % 2 == 0, i)) for i in range(8)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+torch.cuda.synchronize()
+print("\\n".join(errors) or "ok")
+"""
+
+
+@pytest.mark.gpu
+def test_regression_concurrent_first_backward_calls_with_different_smem():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _CONCURRENT_FIRST_BACKWARDS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "ok", done.stdout[-3000:]

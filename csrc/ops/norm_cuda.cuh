@@ -34,6 +34,7 @@
 
 #include <array>
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -623,19 +624,28 @@ inline int max_dynamic_smem(int32_t device, const char* op) {
 // Lets kKernel take `bytes` of dynamic shared memory. The attribute is set only
 // when a call needs more than any earlier one on that device (not on every
 // launch); the kernel is a template argument so that each has its own record.
+// The attribute belongs to the kernel, not to the launch, so it must only ever
+// grow: two threads setting it at once could otherwise leave it below what the
+// other is about to launch with (cudaErrorInvalidValue). Raising it happens
+// under a lock; the common case, already allowed, takes none.
 template <auto kKernel>
 void allow_dynamic_smem(size_t bytes, int32_t device, const char* op) {
   static std::array<std::atomic<size_t>, cuda::kMaxDevices> allowed{};
+  static std::mutex raising;
   const bool cached = device >= 0 && device < cuda::kMaxDevices;
-  if (cached && bytes <= allowed[device].load(std::memory_order_relaxed)) {
+  if (cached && bytes <= allowed[device].load(std::memory_order_acquire)) {
     return;
+  }
+  const std::lock_guard<std::mutex> lock(raising);
+  if (cached && bytes <= allowed[device].load(std::memory_order_relaxed)) {
+    return;  // another thread raised it meanwhile
   }
   WHEELOPS_CUDA_CHECK(
       cudaFuncSetAttribute(
           kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
       op);
   if (cached) {
-    allowed[device].store(bytes, std::memory_order_relaxed);
+    allowed[device].store(bytes, std::memory_order_release);
   }
 }
 
