@@ -50,8 +50,8 @@ def test_op_on_second_gpu_while_first_is_current(case: OpCase) -> None:
 
         assert all(t.device == CUDA1 for t in (*outs1, *grads1))
         ref_outs, ref_grads = eager_reference(case, args1, out_grads1)
-        assert_matches_eager(outs1, ref_outs, "outputs on cuda:1")
-        assert_matches_eager(grads1, ref_grads, "input grads on cuda:1")
+        assert_matches_eager(case, outs1, ref_outs, "outputs on cuda:1")
+        assert_matches_eager(case, grads1, ref_grads, "input grads on cuda:1")
 
         args0 = case.inputs(ROWS, COLS, device=CUDA0, seed=5, requires_grad=True)
         out_grads0 = [g.to(CUDA0) for g in out_grads1]

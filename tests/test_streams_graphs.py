@@ -62,8 +62,8 @@ def test_side_stream_matches_default_stream(case: OpCase) -> None:
     assert_same_kernels(case, outs, expected_outs, "outputs")
     assert_same_kernels(case, grads, expected_grads, "input grads")
     ref_outs, ref_grads = eager_reference(case, args, out_grads)
-    assert_matches_eager(outs, ref_outs, "outputs")
-    assert_matches_eager(grads, ref_grads, "input grads")
+    assert_matches_eager(case, outs, ref_outs, "outputs")
+    assert_matches_eager(case, grads, ref_grads, "input grads")
     assert len(grads) == len(grad_leaves(args))
 
 
@@ -121,8 +121,8 @@ def test_cuda_graph_capture_and_replay_forward_and_backward(case: OpCase) -> Non
         assert_same_kernels(case, graph_grads, expected_grads, f"replay {seed} input grads")
         # ...and eager PyTorch.
         ref_outs, ref_grads = eager_reference(case, new, new_grads)
-        assert_matches_eager(graph_outs, ref_outs, f"replay {seed} outputs")
-        assert_matches_eager(graph_grads, ref_grads, f"replay {seed} input grads")
+        assert_matches_eager(case, graph_outs, ref_outs, f"replay {seed} outputs")
+        assert_matches_eager(case, graph_grads, ref_grads, f"replay {seed} input grads")
 
 
 def test_make_graphed_callables_trains_like_eager() -> None:
@@ -186,8 +186,8 @@ def test_compile_reduce_overhead_forward_and_backward(case: OpCase) -> None:
             loss = sum((o * g).sum() for o, g in zip(outs, out_grads, strict=True))
             got_grads = [g.clone() for g in torch.autograd.grad(loss, leaves)]
         ref_outs, ref_grads = eager_reference(case, args, out_grads)
-        assert_matches_eager(got_outs, ref_outs, f"call {seed} outputs")
-        assert_matches_eager(got_grads, ref_grads, f"call {seed} input grads")
+        assert_matches_eager(case, got_outs, ref_outs, f"call {seed} outputs")
+        assert_matches_eager(case, got_grads, ref_grads, f"call {seed} input grads")
         assert len(got_grads) == len(leaves)
     # Nothing made inductor fall back from CUDA graphs (a CPU tensor, a
     # graph-unsafe op, a mutated input): the calls above really replayed graphs.
