@@ -1,0 +1,137 @@
+"""Two GPUs: every op on cuda:1 while cuda:0 is current (also on a side stream of
+cuda:1), arguments split over two GPUs, and DistributedDataParallel training of
+a model of every differentiable op (NCCL, one process per GPU).
+
+Bugs these catch: a launch or allocation on the current device instead of the
+tensors' (a missing device guard), a stream looked up for the wrong device, a
+guard that leaks the device switch to the caller, and gradients that DDP's
+all-reduce would average wrongly.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+from _ddp_worker import WheelopsNet, make_batches, run_ddp, train
+from _op_catalog import CATALOG, NAMES, OpCase, forward_backward, outputs
+from _stream_helpers import (
+    COLS,
+    ROWS,
+    assert_matches_eager,
+    assert_same_kernels,
+    check_beside_busy_default_streams,
+    eager_reference,
+    grads_like,
+)
+
+CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
+
+
+def _same_gpu_model() -> bool:
+    """Launch shapes follow the SM count: bitwise equality across the two GPUs
+    only holds for the same model."""
+    a, b = (torch.cuda.get_device_properties(i) for i in (0, 1))
+    return (a.name, a.multi_processor_count) == (b.name, b.multi_processor_count)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu
+@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
+def test_op_on_second_gpu_while_first_is_current(case: OpCase) -> None:
+    with torch.cuda.device(CUDA0):
+        args1 = case.inputs(ROWS, COLS, device=CUDA1, seed=5, requires_grad=True)
+        out_grads1 = grads_like(case, args1, outputs(case.run(*args1)), seed=6)
+        outs1, grads1 = forward_backward(case, args1, out_grads1)
+        assert torch.cuda.current_device() == 0, "the op left cuda:1 current"
+        torch.cuda.synchronize(CUDA1)  # an illegal access on cuda:1 surfaces here
+
+        assert all(t.device == CUDA1 for t in (*outs1, *grads1))
+        ref_outs, ref_grads = eager_reference(case, args1, out_grads1)
+        assert_matches_eager(case, outs1, ref_outs, "outputs on cuda:1")
+        assert_matches_eager(case, grads1, ref_grads, "input grads on cuda:1")
+
+        args0 = case.inputs(ROWS, COLS, device=CUDA0, seed=5, requires_grad=True)
+        out_grads0 = [g.to(CUDA0) for g in out_grads1]
+        outs0, grads0 = forward_backward(case, args0, out_grads0)
+        exact = _same_gpu_model()
+        assert_same_kernels(case, outs1, outs0, "outputs, cuda:1 vs cuda:0", exact)
+        assert_same_kernels(case, grads1, grads0, "input grads, cuda:1 vs cuda:0", exact)
+        assert torch.cuda.current_device() == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu
+@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
+def test_op_on_side_stream_of_second_gpu_while_first_is_current(case: OpCase) -> None:
+    """cuda:0 current, cuda:1's current stream a side stream, both default streams
+    busy: the op runs on cuda:1's side stream and touches neither default stream."""
+    with torch.cuda.device(CUDA0):
+        check_beside_busy_default_streams(case, CUDA1, busy=[CUDA0, CUDA1])
+        assert torch.cuda.current_device() == 0
+        assert torch.cuda.current_stream(CUDA1) == torch.cuda.default_stream(CUDA1)
+
+
+def _mismatch_params() -> list:
+    """(case, position of the tensor moved to cuda:1) for every op with two or
+    more tensor arguments and every such argument."""
+    params = []
+    for case in CATALOG:
+        names = list(inspect.signature(case.run).parameters)
+        args = case.inputs(2, 8)
+        positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        if len(positions) < 2:
+            continue
+        for i in positions:
+            params.append(pytest.param(case, i, names[i], id=f"{case.name}-{names[i]}"))
+    return params
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu
+@pytest.mark.parametrize(("case", "position", "name"), _mismatch_params())
+def test_arguments_on_two_gpus_raise_naming_the_argument(
+    case: OpCase, position: int, name: str
+) -> None:
+    args = list(case.inputs(4, 16, device=CUDA0))
+    args[position] = args[position].to(CUDA1)
+    with pytest.raises(ValueError, match="must be on the same device") as info:
+        case.run(*args)
+    message = str(info.value)
+    assert message.startswith(f"wheelops.{case.name}:"), message
+    assert f"'{name}'" in message, message
+    assert "cuda:0" in message and "cuda:1" in message, message
+
+
+def _check_ddp_against_one_process(ranks: list[dict[str, torch.Tensor]], device: str) -> None:
+    """The ranks agree bit for bit, and match one process trained on the whole
+    batches (same initial parameters, same data, mean loss)."""
+    assert len(ranks) == 2
+    for name, value in ranks[0].items():
+        assert torch.equal(value, ranks[1][name]), f"{name}: the DDP replicas diverged"
+    model = WheelopsNet().to(device)
+    train(model, make_batches(), torch.device(device))
+    initial = dict(WheelopsNet().named_parameters())
+    for name, p in model.named_parameters():
+        got = ranks[0][name]
+        torch.testing.assert_close(
+            got, p.detach().cpu(), atol=1e-10, rtol=1e-8, msg=lambda m, n=name: f"{n}: {m}"
+        )
+        # Every parameter trained: a gradient lost on the way would leave one as it was.
+        assert (got - initial[name].detach()).abs().max() > 1e-6, f"{name} did not change"
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu
+def test_ddp_nccl_two_gpus_matches_one_gpu(tmp_path: Path) -> None:
+    ranks = run_ddp("nccl", tmp_path)
+    _check_ddp_against_one_process(ranks, "cuda:0")
+
+
+@pytest.mark.slow
+def test_ddp_gloo_two_cpu_processes_matches_one_process(tmp_path: Path) -> None:
+    """The same run on the host (gloo): the DDP harness checked without GPUs."""
+    ranks = run_ddp("gloo", tmp_path)
+    _check_ddp_against_one_process(ranks, "cpu")
