@@ -23,6 +23,7 @@ from _stream_helpers import (
     check_beside_busy_default_streams,
     eager_reference,
     grads_like,
+    needs_caching_allocator,
     tensors,
 )
 
@@ -67,6 +68,7 @@ def test_side_stream_matches_default_stream(case: OpCase) -> None:
     assert len(grads) == len(grad_leaves(args))
 
 
+@needs_caching_allocator
 @pytest.mark.parametrize("case", CATALOG, ids=NAMES)
 def test_side_stream_does_not_wait_for_or_use_the_default_stream(case: OpCase) -> None:
     device = _cuda()
@@ -85,6 +87,7 @@ def _copy_into(static: tuple | list, new: tuple | list) -> None:
                 assert dst == src, "non-tensor arguments are baked into the graph"
 
 
+@needs_caching_allocator
 @pytest.mark.parametrize("case", CATALOG, ids=NAMES)
 def test_cuda_graph_capture_and_replay_forward_and_backward(case: OpCase) -> None:
     """Capture ``outs = op(*static); grads = autograd.grad(outs, leaves, static_grads)``
@@ -125,6 +128,7 @@ def test_cuda_graph_capture_and_replay_forward_and_backward(case: OpCase) -> Non
         assert_matches_eager(case, graph_grads, ref_grads, f"replay {seed} input grads")
 
 
+@needs_caching_allocator
 def test_make_graphed_callables_trains_like_eager() -> None:
     """A model of every differentiable op, graphed with make_graphed_callables
     (forward and backward captured separately, autograd between them), takes
@@ -146,6 +150,7 @@ def test_make_graphed_callables_trains_like_eager() -> None:
 # ------------------------------------------- torch.compile(mode="reduce-overhead")
 
 
+@needs_caching_allocator
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CATALOG, ids=NAMES)
 def test_compile_reduce_overhead_forward_and_backward(case: OpCase) -> None:
