@@ -621,3 +621,42 @@ def test_long_rows_near_2_pow_18(op: str, cols: int, dtype: torch.dtype) -> None
         ref = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, eps), grad, x, weight)
         assert_close_tol(grads[0], ref[0], scale=4.0)
     assert_column_sum(grads[1], ref[1], 3)
+
+
+# ------------------------------------------------------------------ the checks can fail
+
+
+def _reads_wrapped(fn: Callable[..., object], first: int) -> Callable[..., object]:
+    """fn, but its first argument's rows from `first` on read rows from the start,
+    as an int32-wrapped index would (through autograd, so the gradients follow)."""
+
+    def wrapped(x: torch.Tensor, *rest: object) -> object:
+        rows = torch.arange(x.shape[0], device=x.device)
+        rows[first:] -= first
+        return fn(x[rows], *rest)
+
+    return wrapped
+
+
+@pytest.mark.parametrize("op", ["relu_scale", "bias_gelu", "layer_norm", "rms_norm", "softmax"])
+def test_designs_catch_a_wrapped_read_on_cpu(op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    checks: dict[str, tuple[int, Callable[[], None]]] = {
+        "relu_scale": (
+            2 * 4096,
+            lambda: _check_relu_scale(3 * 4096 + 7, torch.float16, "cpu", 4096, 2 * 4096),
+        ),
+        "bias_gelu": (67 // 2, lambda: _check_bias_gelu(67, 64, torch.bfloat16, "cpu", 1024)),
+        "layer_norm": (
+            20,
+            lambda: _check_norm("layer_norm", 37, 256, torch.float32, "cpu", 2048, 20 * 256),
+        ),
+        "rms_norm": (
+            20,
+            lambda: _check_norm("rms_norm", 37, 256, torch.float32, "cpu", 2048, 20 * 256),
+        ),
+        "softmax": (33 // 2, lambda: _check_softmax(33, 512, torch.bfloat16, "cpu", 4096)),
+    }
+    first, check = checks[op]
+    monkeypatch.setattr(wheelops, op, _reads_wrapped(getattr(wheelops, op), first))
+    with pytest.raises(AssertionError):
+        check()
