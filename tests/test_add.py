@@ -96,6 +96,7 @@ def test_mixed_devices_rejected():
 
 
 @pytest.mark.gpu
+@pytest.mark.huge
 def test_more_than_2_pow_31_elements():
     n = 2**31 + 1027  # past int32 indexing, and not a multiple of the vector width
     a = torch.ones(n, dtype=torch.bfloat16, device="cuda")

@@ -30,6 +30,7 @@ import pytest
 import torch
 from _helpers import DEVICES
 from _op_catalog import CATALOG, NAMES, OpCase, forward_backward, outputs
+from _stream_helpers import needs_caching_allocator
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -111,6 +112,7 @@ def _repeat(case: OpCase, args: tuple, grads: Sequence[torch.Tensor] | None, n: 
 
 
 @pytest.mark.gpu
+@needs_caching_allocator  # what it measures is the caching allocator's state
 @pytest.mark.parametrize("backward", [False, True], ids=["forward", "forward_backward"])
 @pytest.mark.parametrize("case", CATALOG, ids=NAMES)
 def test_no_memory_growth_over_10000_calls(case: OpCase, backward: bool) -> None:

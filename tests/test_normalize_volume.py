@@ -168,6 +168,7 @@ def exact_quotients_on_device(vol: torch.Tensor, max_value: float) -> torch.Tens
 
 
 @pytest.mark.gpu
+@pytest.mark.huge
 def test_more_than_2_pow_31_elements():
     # Every voxel is checked. Values follow i % 65521 (a prime): an index off
     # by 2**31 or 2**32 (an int32 wrap) reads a different value. n is not a

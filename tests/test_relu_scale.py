@@ -111,6 +111,7 @@ def test_bad_input(args, error, message):
 
 
 @pytest.mark.gpu
+@pytest.mark.huge
 def test_more_than_2_pow_31_elements():
     n = 2**31 + 9
     x = torch.full((n,), -1.0, dtype=torch.float16, device="cuda")

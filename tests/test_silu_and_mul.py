@@ -237,6 +237,7 @@ def test_grid_stride_over_rows_and_columns(rows, d):
 
 
 @pytest.mark.gpu
+@pytest.mark.huge
 def test_more_than_2_pow_31_elements():
     rows, d = 2**21 + 3, 512  # x has 2**31 + 3072 elements
     x = torch.zeros(rows, 2 * d, dtype=torch.bfloat16, device="cuda")

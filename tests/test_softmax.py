@@ -334,6 +334,7 @@ def test_side_stream(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.huge
 def test_more_than_2_pow_31_elements():
     rows, cols = 2**21 + 3, 1024  # 2**31 + 3072 elements
     x = torch.zeros(rows, cols, dtype=torch.bfloat16, device="cuda")
