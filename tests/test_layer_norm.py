@@ -365,3 +365,10 @@ def test_side_stream(dtype):
     assert_close_tol(out, expected)
     expected_grad = float64_grads(_ln64, torch.ones_like(out), x, weight, bias)[0]
     assert_close_tol(grad_x, expected_grad, scale=4.0)
+
+
+def test_regression_eps_int_beyond_float64_names_eps():
+    # Found by test_properties.py::test_norms_reject_bad_arguments: eps=10**309
+    # escaped as float()'s bare OverflowError, naming neither op nor argument.
+    with pytest.raises(ValueError, match="layer_norm: argument 'eps' must be representable"):
+        wheelops.layer_norm(torch.ones(2, 3), eps=10**309)
