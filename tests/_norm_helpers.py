@@ -80,10 +80,86 @@ def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps, scale
     atol, rtol = TOLERANCE[actual.dtype]
     if actual.dtype == torch.float32:
         atol, rtol = 1e-5, 1e-5
-    diff = (actual.double() - expected.double()).abs()
+    diff = _difference(actual, expected)
     allowed = atol * scale + rtol * scale * expected.double().abs() + 64 * unit * terms
     worst = (diff - allowed).argmax()
     assert bool((diff <= allowed).all()), (
         f"grad_x off by {diff.flatten()[worst].item():.3g} at flat index {worst.item()} "
         f"(allowed {allowed.flatten()[worst].item():.3g})"
+    )
+
+
+def _difference(actual, expected):
+    """|actual - expected|, 0 where they are equal (an infinity both overflowed to)."""
+    a, e = actual.double(), expected.double()
+    return torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+
+
+def _centering_error(x):
+    """Roundings of |x| in x - mean, per unit of max|x|: 64 of the statistics'
+    precision (float32, or float64 for float64 x), plus the worst case of a
+    float64 sum of the row (cols roundings; the CPU kernels sum in order)."""
+    unit = 2.0**-53 if x.dtype == torch.float64 else 2.0**-24
+    return 64 * unit + x.shape[-1] * 2.0**-53
+
+
+def assert_layer_norm_out_close(actual, expected, x, weight, eps, scale: float = 1.0):
+    """layer_norm's output against its float64 reference, allowing for cancellation.
+
+    out = (x - mean) * rstd * w: in a kernel whose statistics are float32, x - mean
+    carries an absolute error of a few float32 roundings of max|x|, which rstd
+    then multiplies. Rows whose values sit close together around a large mean
+    (randn * 1e-3 + 100), or constant rows, make that the dominant error; the
+    bound (_centering_error) is added to the usual tolerance.
+    """
+    if actual.numel() == 0:
+        assert expected.numel() == 0
+        return
+    x64 = x.double()
+    mean = x64.mean(-1, keepdim=True)
+    rstd = 1.0 / torch.sqrt((x64 - mean).square().mean(-1, keepdim=True) + eps)
+    max_x = x64.abs().amax(-1, keepdim=True)
+    w = weight.double().abs() if weight is not None else 1.0
+    atol, rtol = TOLERANCE[actual.dtype]
+    if actual.dtype == torch.float32:
+        atol, rtol = 1e-5, 1e-5
+    diff = _difference(actual, expected)
+    slack = _centering_error(x) * rstd * max_x * w
+    allowed = atol * scale + rtol * scale * expected.double().abs() + slack
+    assert bool((diff <= allowed).all()), (
+        f"layer_norm out off by {diff.max().item():.3g} "
+        f"(allowed at least {allowed.min().item():.3g})"
+    )
+
+
+def assert_layer_norm_grad_weight_close(actual, expected, x, grad, eps):
+    """grad_weight of layer_norm (a column sum of g * xhat) against its float64 reference.
+
+    The backward recomputes xhat = (x - mean) * rstd from the float32 mean and
+    rstd saved by the forward (float64 for float64 x): the saved mean's rounding,
+    u * |mean|, times rstd is an absolute error in xhat that a row of values
+    close together around a large mean makes far bigger than xhat's own
+    rounding. This allows _centering_error per row, weighted by |g|, on top of
+    assert_column_sum's tolerance.
+    """
+    rows = x.numel() // max(1, x.shape[-1])
+    if x.numel() == 0:
+        assert_column_sum(actual, expected, rows)
+        return
+    x64 = x.double().reshape(-1, x.shape[-1])
+    mean = x64.mean(-1, keepdim=True)
+    rstd = 1.0 / torch.sqrt((x64 - mean).square().mean(-1, keepdim=True) + eps)
+    max_x = x64.abs().amax(-1, keepdim=True)
+    g64 = grad.double().reshape(-1, x.shape[-1])
+    slack = _centering_error(x) * (g64.abs() * rstd * max_x).sum(0)
+    atol, rtol = TOLERANCE[actual.dtype]
+    if actual.dtype == torch.float32:
+        atol, rtol = 1e-5, 1e-5
+    scale = max(1.0, rows**0.5)
+    diff = _difference(actual, expected)
+    allowed = atol * scale + rtol * scale * expected.double().abs() + slack
+    worst = (diff - allowed).argmax()
+    assert bool((diff <= allowed).all()), (
+        f"grad_weight off by {diff[worst].item():.3g} at column {worst.item()} "
+        f"(allowed {allowed[worst].item():.3g})"
     )

@@ -416,3 +416,10 @@ def test_regression_concurrent_first_backward_calls_with_different_smem():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "ok", done.stdout[-3000:]
+
+
+def test_regression_eps_int_beyond_float64_names_eps():
+    # Found by test_properties.py::test_norms_reject_bad_arguments: eps=10**309
+    # escaped as float()'s bare OverflowError, naming neither op nor argument.
+    with pytest.raises(ValueError, match="layer_norm: argument 'eps' must be representable"):
+        wheelops.layer_norm(torch.ones(2, 3), eps=10**309)

@@ -202,3 +202,29 @@ def test_more_than_2_pow_31_elements():
     assert out[2**31 - 1 : 2**31 + 1].tolist() == reference(flat[2**31 : 2**31 + 2], 65535).tolist()
     del flat, out
     torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_regression_max_value_just_above_float32_max_rounds_to_it(device):
+    # Found by test_properties.py::test_normalize_volume (and its max_value
+    # contract test): the docstring accepts any max_value that is finite once
+    # rounded to float32, but the Python and native checks rejected everything
+    # above the largest float32, though up to 2**128 - 2**103 (exclusive) it
+    # rounds to that float32, not to inf.
+    float32_max = torch.finfo(torch.float32).max
+    vol = ALL_VALUES.to(device)
+    expected = reference(ALL_VALUES, float32_max)
+    for max_value in (
+        math.nextafter(float32_max, math.inf),
+        math.nextafter(2.0**128 - 2.0**103, 0.0),
+        2**128 - 2**103 - 2**76,  # an int, as the docstring allows
+    ):
+        assert torch.equal(wheelops.normalize_volume(vol, max_value).cpu(), expected)
+        native = torch.ops.wheelops.normalize_volume.default(vol, float(max_value))
+        assert torch.equal(native.cpu(), expected)
+    # Half an ulp above the largest float32 rounds (ties to even) to inf: rejected.
+    for max_value in (2.0**128 - 2.0**103, 2**128 - 2**103):
+        with pytest.raises(ValueError, match="'max_value' must be positive and finite"):
+            wheelops.normalize_volume(vol, max_value)
+    with pytest.raises(RuntimeError, match="'max_value' must be positive and finite"):
+        torch.ops.wheelops.normalize_volume.default(vol, 2.0**128 - 2.0**103)

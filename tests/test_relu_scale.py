@@ -120,3 +120,17 @@ def test_more_than_2_pow_31_elements():
     torch.cuda.synchronize()
     assert not out[: n - 3].any()
     assert out[-3:].tolist() == [2.0, 4.0, 0.0]
+
+
+def test_regression_alpha_int_beyond_float64_names_alpha():
+    # Found by test_properties.py::test_relu_scale_accepts_every_number_or_names_alpha:
+    # an int too large for a float escaped as float()'s bare OverflowError
+    # ("int too large to convert to float"), naming neither op nor argument.
+    x = torch.ones(3)
+    for alpha in (10**309, -(10**400)):
+        with pytest.raises(ValueError, match="relu_scale: argument 'alpha' must be representable"):
+            wheelops.relu_scale(x, alpha)
+    # The largest ints that are floats still work.
+    huge = int(torch.finfo(torch.float64).max)
+    expected = torch.full((3,), float(huge), dtype=torch.float64)
+    assert torch.equal(wheelops.relu_scale(x.double(), huge), expected)

@@ -249,3 +249,10 @@ def test_side_stream(dtype):
         out = wheelops.rms_norm(x, weight)
     torch.cuda.current_stream().wait_stream(stream)
     assert_close_tol(out, expected)
+
+
+def test_regression_eps_int_beyond_float64_names_eps():
+    # Found by test_properties.py::test_norms_reject_bad_arguments: eps=10**309
+    # escaped as float()'s bare OverflowError, naming neither op nor argument.
+    with pytest.raises(ValueError, match="rms_norm: argument 'eps' must be representable"):
+        wheelops.rms_norm(torch.ones(2, 3), None, 10**309)

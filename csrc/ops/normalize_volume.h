@@ -17,9 +17,15 @@ inline float check_normalize_volume_args(const Tensor& vol, double max_value) {
       vol.scalar_type() == ScalarType::UInt16,
       "wheelops.normalize_volume: argument 'vol' has dtype ",
       torch::headeronly::toString(vol.scalar_type()), "; expected uint16 (torch.uint16)");
-  // Range first: converting an out-of-range double to float is undefined.
-  const bool in_range = max_value > 0.0 && max_value <= std::numeric_limits<float>::max();
-  const float divisor = in_range ? static_cast<float>(max_value) : 0.0f;
+  // Range first: converting an out-of-range double to float is undefined. A
+  // value above the largest float32 but below it plus half its ulp
+  // (2**128 - 2**103) still rounds to it, so it is accepted as that.
+  constexpr float kMax = std::numeric_limits<float>::max();
+  constexpr double kRoundsToInf = 340282356779733661637539395458142568448.0;  // 2**128 - 2**103
+  static_assert(kRoundsToInf == static_cast<double>(kMax) + 0x1p103, "2**128 - 2**103");
+  const bool in_range = max_value > 0.0 && max_value < kRoundsToInf;
+  const float divisor =
+      !in_range ? 0.0f : max_value > kMax ? kMax : static_cast<float>(max_value);
   WHEELOPS_CHECK(
       divisor > 0.0f,
       "wheelops.normalize_volume: argument 'max_value' must be positive and finite in "

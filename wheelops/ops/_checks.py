@@ -82,7 +82,13 @@ def python_float(op: str, name: str, value: object) -> float:
         raise TypeError(
             f"wheelops.{op}: argument '{name}' must be a Python float, got {type(value).__name__}"
         )
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64: float() would not say which argument
+        raise ValueError(
+            f"wheelops.{op}: argument '{name}' must be representable as a float (float64), "
+            f"got an int of {value.bit_length()} bits"
+        ) from None
 
 
 def one_of(op: str, name: str, value: object, allowed: tuple[str, ...]) -> str:

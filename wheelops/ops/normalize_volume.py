@@ -10,9 +10,12 @@ from wheelops.ops import _checks
 
 __all__ = ["normalize_volume"]
 
-_FLOAT32_MAX = torch.finfo(torch.float32).max
-# Half the smallest float32 subnormal: this and anything below rounds to 0.
+# Rounding to nearest (ties to even): half the smallest float32 subnormal and
+# anything below rounds to 0; the largest float32 plus half its ulp
+# (2**128 - 2**103) and anything above rounds to inf. Strictly between, a
+# value rounds to a positive finite float32 (the largest one just above it).
 _FLOAT32_ROUNDS_TO_ZERO = 2.0**-150
+_FLOAT32_ROUNDS_TO_INF = 2.0**128 - 2.0**103
 
 
 def _check(vol: object, max_value: object) -> None:
@@ -32,7 +35,7 @@ def _check(vol: object, max_value: object) -> None:
         value = math.inf
     # float32(value) must be positive and finite: in plain Python (no tensors),
     # so that this also runs in fake kernels and under torch.compile.
-    if not _FLOAT32_ROUNDS_TO_ZERO < value <= _FLOAT32_MAX:
+    if not _FLOAT32_ROUNDS_TO_ZERO < value < _FLOAT32_ROUNDS_TO_INF:
         raise ValueError(
             f"wheelops.{op}: argument 'max_value' must be positive and finite in float32, "
             f"got {max_value!r}"
