@@ -43,6 +43,7 @@
 #include "wheelops/block_reduce.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
+#include "wheelops/narrowing.h"
 #include "wheelops/vectorized.cuh"
 
 namespace wheelops::norm::cuda_impl {
@@ -591,7 +592,7 @@ void launch_forward(
     const int threads = long_row_threads(vecs);
     const unsigned int grid = capped_grid(shape.rows, sms * (2048 / threads) * 8);
     forward_long_rows_kernel<T, kVec, kCentered><<<grid, threads, 0, stream>>>(
-        x, w, b, out, mean, rstd, shape.rows, shape.cols, static_cast<A>(eps));
+        x, w, b, out, mean, rstd, shape.rows, shape.cols, round_to<A>(eps));
     WHEELOPS_CHECK_LAUNCH(op);
     return;
   }
@@ -601,7 +602,7 @@ void launch_forward(
   dispatch_n<T, kVec, false>(cfg.n, [&](auto n) {
     forward_registers_kernel<T, kVec, decltype(n)::value, kCentered>
         <<<grid, dim3(cfg.tx, ty), 0, stream>>>(
-            x, w, b, out, mean, rstd, shape.rows, shape.cols, static_cast<A>(eps));
+            x, w, b, out, mean, rstd, shape.rows, shape.cols, round_to<A>(eps));
   });
   WHEELOPS_CHECK_LAUNCH(op);
 }

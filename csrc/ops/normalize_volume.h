@@ -4,9 +4,10 @@
 
 #include <torch/headeronly/macros/Macros.h>
 
+#include <cmath>
 #include <cstdint>
-#include <limits>
 
+#include "wheelops/narrowing.h"
 #include "wheelops/tensor_checks.h"
 
 namespace wheelops {
@@ -17,17 +18,11 @@ inline float check_normalize_volume_args(const Tensor& vol, double max_value) {
       vol.scalar_type() == ScalarType::UInt16,
       "wheelops.normalize_volume: argument 'vol' has dtype ",
       torch::headeronly::toString(vol.scalar_type()), "; expected uint16 (torch.uint16)");
-  // Range first: converting an out-of-range double to float is undefined. A
-  // value above the largest float32 but below it plus half its ulp
-  // (2**128 - 2**103) still rounds to it, so it is accepted as that.
-  constexpr float kMax = std::numeric_limits<float>::max();
-  constexpr double kRoundsToInf = 340282356779733661637539395458142568448.0;  // 2**128 - 2**103
-  static_assert(kRoundsToInf == static_cast<double>(kMax) + 0x1p103, "2**128 - 2**103");
-  const bool in_range = max_value > 0.0 && max_value < kRoundsToInf;
-  const float divisor =
-      !in_range ? 0.0f : max_value > kMax ? kMax : static_cast<float>(max_value);
+  // A value above the largest float32 but within half its ulp still rounds to
+  // it, so it is accepted as that (round_to).
+  const float divisor = max_value > 0.0 ? round_to<float>(max_value) : 0.0f;
   WHEELOPS_CHECK(
-      divisor > 0.0f,
+      divisor > 0.0f && std::isfinite(divisor),
       "wheelops.normalize_volume: argument 'max_value' must be positive and finite in "
       "float32, got ",
       max_value);

@@ -15,7 +15,7 @@ Tensor relu_scale_cpu(const Tensor& x, double alpha) {
   dispatch_float(x_c.scalar_type(), "relu_scale", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type<T>;
-    const A a = static_cast<A>(alpha);
+    const A a = round_to<A>(alpha);
     cpu::elementwise(
         out.mutable_data_ptr<T>(), x_c.numel(), [a](A x) { return relu_scale_value(x, a); },
         x_c.const_data_ptr<T>());
@@ -31,7 +31,7 @@ Tensor relu_scale_backward_cpu(const Tensor& grad, const Tensor& x, double alpha
   dispatch_float(x_c.scalar_type(), "relu_scale_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type<T>;
-    const A a = static_cast<A>(alpha);
+    const A a = round_to<A>(alpha);
     cpu::elementwise(
         grad_x.mutable_data_ptr<T>(), x_c.numel(),
         [a](A g, A v) { return relu_scale_grad_value(g, v, a); }, g_c.const_data_ptr<T>(),

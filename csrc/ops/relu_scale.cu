@@ -41,7 +41,7 @@ Tensor relu_scale_cuda(const Tensor& x, double alpha) {
     using A = acc_type<T>;
     cuda::Inputs<T, 1> in{{x_c.const_data_ptr<T>()}};
     cuda::launch_elementwise(
-        out.mutable_data_ptr<T>(), in, x_c.numel(), ReluScaleOp<A>{static_cast<A>(alpha)},
+        out.mutable_data_ptr<T>(), in, x_c.numel(), ReluScaleOp<A>{round_to<A>(alpha)},
         device, stream, "relu_scale");
   });
   return out;
@@ -61,7 +61,7 @@ Tensor relu_scale_backward_cuda(const Tensor& grad, const Tensor& x, double alph
     cuda::Inputs<T, 2> in{{g_c.const_data_ptr<T>(), x_c.const_data_ptr<T>()}};
     cuda::launch_elementwise(
         grad_x.mutable_data_ptr<T>(), in, x_c.numel(),
-        ReluScaleGradOp<A>{static_cast<A>(alpha)}, device, stream, "relu_scale_backward");
+        ReluScaleGradOp<A>{round_to<A>(alpha)}, device, stream, "relu_scale_backward");
   });
   return grad_x;
 }

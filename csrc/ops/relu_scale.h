@@ -4,6 +4,7 @@
 
 #include <torch/headeronly/macros/Macros.h>
 
+#include "wheelops/narrowing.h"
 #include "wheelops/tensor_checks.h"
 
 namespace wheelops {
