@@ -4,9 +4,12 @@
 #
 #   tools/reliability_run.sh [path/to/wheelops-*.whl] [stage...]
 #
-# Stages (default: tests huge sanitize):
-#   tests     the GPU suite but the huge and two-GPU tests, property tests with
-#             hypothesis's "gpu" profile          -> gpu-tests.xml, gpu-tests-examples.json*
+# Stages (default: tests memory huge sanitize):
+#   tests     the GPU suite but the huge, two-GPU and memory-growth tests,
+#             property tests with hypothesis's "gpu" profile; in $TEST_WORKERS
+#             processes (pytest-xdist) if set     -> gpu-tests.xml, gpu-tests-examples.json*
+#   memory    the 10,000-call memory tests, alone on the GPU (they read the
+#             device's free memory)               -> memory-tests.xml
 #   huge      the tests over 2**31 elements (about 60 GiB of GPU memory at most)
 #                                                 -> huge-tests.xml
 #   multi     the two-GPU tests (cuda:1, DDP over NCCL); needs two GPUs
@@ -15,13 +18,14 @@
 #                                                 -> sanitizer-*.xml, sanitizer-summary.json
 # Results go to $OUT (default: a new temporary directory, printed), with
 # environment.json; `python tools/reliability_report.py $OUT` makes the tables.
-# Extra pytest arguments: $PYTEST_ARGS.
+# Extra pytest arguments: $PYTEST_ARGS. Each stage stops after $STAGE_TIMEOUT
+# seconds (default: none).
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 wheel=""
 if [[ $# -gt 0 && "$1" == *.whl ]]; then wheel="$1"; shift; fi
 stages=("$@")
-[[ ${#stages[@]} -gt 0 ]] || stages=(tests huge sanitize)
+[[ ${#stages[@]} -gt 0 ]] || stages=(tests memory huge sanitize)
 export OUT="${OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 echo "results in $OUT"
@@ -34,18 +38,26 @@ smi = subprocess.run(
 print(json.dumps({"gpus": smi, "torch": torch.__version__, "cuda": torch.version.cuda}, indent=2))
 PY
 read -r -a extra <<<"${PYTEST_ARGS:-}"
+workers=()
+[[ -z "${TEST_WORKERS:-}" ]] || workers=(-n "$TEST_WORKERS")
+limit=(timeout "${STAGE_TIMEOUT:-0}")  # 0: no limit
+suite() {  # report name, then pytest arguments
+  local name="$1"; shift
+  WHEELOPS_REPORT_NAME="$name" "${limit[@]}" "$repo/tools/gpu_tests.sh" "$wheel" -q "$@" \
+    "${extra[@]}" > "$OUT/$name.log" 2>&1
+}
 status=0
 for stage in "${stages[@]}"; do
   start=$SECONDS rc=0
   case "$stage" in
-    tests) WHEELOPS_REPORT_NAME=gpu-tests "$repo/tools/gpu_tests.sh" "$wheel" -q \
-             -m "not huge and not multi_gpu" "${extra[@]}" > "$OUT/gpu-tests.log" 2>&1 || rc=$? ;;
-    huge) WHEELOPS_REPORT_NAME=huge-tests "$repo/tools/gpu_tests.sh" "$wheel" -q \
-            -m huge "${extra[@]}" > "$OUT/huge-tests.log" 2>&1 || rc=$? ;;
-    multi) WHEELOPS_REPORT_NAME=multi-gpu "$repo/tools/gpu_tests.sh" "$wheel" -q \
-             -m multi_gpu "${extra[@]}" > "$OUT/multi-gpu.log" 2>&1 || rc=$? ;;
-    sanitize) "$repo/tools/sanitize.sh" "$wheel" "${extra[@]}" > "$OUT/sanitizer.log" 2>&1 || rc=$? ;;
-    *) echo "unknown stage: $stage (tests, huge, multi, sanitize)" >&2; exit 2 ;;
+    tests) suite gpu-tests -m "not huge and not multi_gpu" -k "not no_memory_growth" \
+             "${workers[@]}" || rc=$? ;;
+    memory) suite memory-tests -m "not huge and not multi_gpu" -k no_memory_growth || rc=$? ;;
+    huge) suite huge-tests -m huge || rc=$? ;;
+    multi) suite multi-gpu -m multi_gpu || rc=$? ;;
+    sanitize) "${limit[@]}" "$repo/tools/sanitize.sh" "$wheel" "${extra[@]}" \
+                > "$OUT/sanitizer.log" 2>&1 || rc=$? ;;
+    *) echo "unknown stage: $stage (tests, memory, huge, multi, sanitize)" >&2; exit 2 ;;
   esac
   echo "$stage: exit $rc in $((SECONDS - start)) s"
   [[ $rc -eq 0 ]] || status=1
