@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Property tests: "ci" is small and derandomized (the same examples every run, so
-# CI cannot flake on a new draw); "gpu" is the device suite's larger, random run.
+# Property tests: "ci" is small (seconds on a 2-core CPU) and derandomized (the
+# same examples every run, so CI cannot flake on a new draw); "gpu" is the
+# device suite's larger, random run.
 # Choose with WHEELOPS_HYPOTHESIS_PROFILE; tools/gpu_tests.sh picks "gpu".
 _COMMON = dict(
     deadline=None,
@@ -18,7 +19,7 @@ _COMMON = dict(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("ci", max_examples=25, derandomize=True, **_COMMON)
+settings.register_profile("ci", max_examples=200, derandomize=True, **_COMMON)
 settings.register_profile("gpu", max_examples=250, **_COMMON)
 settings.load_profile(os.environ.get("WHEELOPS_HYPOTHESIS_PROFILE", "ci"))
 

@@ -49,7 +49,12 @@ TOKEN = re.compile(r"[\[\]\-]")
 
 def ops_of(stem: str, name: str) -> list[str]:
     tokens = set(TOKEN.split(name))
-    named = [op for op in NAMES if op in tokens or f"_{op}_" in f"_{name}_"]
+    function = name.split("[", 1)[0].removeprefix("test_")
+    named = [
+        op
+        for op in NAMES
+        if op in tokens or function == op or function.startswith(f"{op}_") or f"_{op}_" in name
+    ]
     if named:
         return named
     if stem.removeprefix("test_") in NAMES:
