@@ -21,6 +21,9 @@ _COMMON = dict(
 )
 settings.register_profile("ci", max_examples=200, derandomize=True, **_COMMON)
 settings.register_profile("gpu", max_examples=250, **_COMMON)
+# Under compute-sanitizer every kernel runs many times slower: the kernels' paths,
+# not the count of draws, are what it needs.
+settings.register_profile("sanitizer", max_examples=25, derandomize=True, **_COMMON)
 settings.load_profile(os.environ.get("WHEELOPS_HYPOTHESIS_PROFILE", "ci"))
 
 

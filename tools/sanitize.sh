@@ -11,8 +11,9 @@
 # $SANITIZER_TIMEOUT seconds (default 3000).
 #
 # What runs: the GPU tests except the huge (> 2**31 elements), two-GPU and
-# compile ones (-m "gpu and not huge and not multi_gpu and not slow"), with the
-# CI-sized property tests. memcheck, racecheck and synccheck instrument only
+# compile ones (-m "gpu and not huge and not multi_gpu and not slow"), with
+# property tests at 25 examples (the "sanitizer" profile). memcheck, racecheck
+# and synccheck instrument only
 # wheelops's kernels (--kernel-name kns=wheelops; torch's run unchecked, and much
 # faster); initcheck instruments every kernel, since it must see torch's kernels
 # write a tensor to know that ours read initialized memory. The caching allocator
@@ -46,9 +47,16 @@ run_tool() {
   local launcher=(timeout "${SANITIZER_TIMEOUT:-3000}" "$sanitizer" --tool "$tool"
     --error-exitcode 86 --print-limit 200 --log-file "$out/sanitizer-$tool.log")
   [[ "$tool" == initcheck ]] || launcher+=(--kernel-name kns=wheelops)
-  WHEELOPS_REPORT_NAME="sanitizer-$tool" WHEELOPS_HYPOTHESIS_PROFILE=ci \
+  local deselect=()
+  # racecheck aborts ("Internal Sanitizer Error: The Sanitizer failed to handle a
+  # hardware exception", H100, 2025.3.1) where lltm runs at 4096 x 1024, whose
+  # GEMM is cuBLAS's: in the determinism and the thread tests. lltm's own
+  # kernels use no shared memory, the only memory racecheck checks; memcheck
+  # and synccheck run those tests clean.
+  [[ "$tool" != racecheck ]] || deselect=(-k "not lltm and not threads_match")
+  WHEELOPS_REPORT_NAME="sanitizer-$tool" WHEELOPS_HYPOTHESIS_PROFILE=sanitizer \
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 OUT="$out" WHEELOPS_TEST_LAUNCHER="${launcher[*]}" \
-    "$repo/tools/gpu_tests.sh" "$wheel" -q -m "$marks" "$@" \
+    "$repo/tools/gpu_tests.sh" "$wheel" -q -m "$marks" "${deselect[@]}" "$@" \
     > "$out/sanitizer-$tool-pytest.log" 2>&1 || status=$?
   echo "$tool: exit $status in $((SECONDS - start)) s" | tee "$out/sanitizer-$tool.status"
 }
