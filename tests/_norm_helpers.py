@@ -31,12 +31,17 @@ def rms_norm_reference(x, weight, eps):
 
 
 def float64_grads(fn, grad, *inputs):
-    """Gradients of fn at the float64 copies of inputs (None stays None)."""
-    leaves = [None if t is None else t.detach().double().requires_grad_() for t in inputs]
+    """Gradients of fn at the float64 copies of inputs (None stays None).
+
+    Computed on the CPU and returned on grad's device: the reference must not
+    share a backend with what it checks. (torch 2.11's CUDA layer_norm backward
+    gave a bias gradient of 0 for 69632 rows of one column, where the CPU and
+    wheelops give the sum; see test_layer_norm's regression test.)"""
+    leaves = [None if t is None else t.detach().cpu().double().requires_grad_() for t in inputs]
     out = fn(*leaves)
     wanted = [t for t in leaves if t is not None]
-    grads = iter(torch.autograd.grad(out, wanted, grad.double()))
-    return [None if t is None else next(grads) for t in leaves]
+    grads = iter(torch.autograd.grad(out, wanted, grad.detach().cpu().double()))
+    return [None if t is None else next(grads).to(grad.device) for t in leaves]
 
 
 def assert_close_tol(actual, expected, scale: float = 1.0):

@@ -423,3 +423,20 @@ def test_regression_eps_int_beyond_float64_names_eps():
     # escaped as float()'s bare OverflowError, naming neither op nor argument.
     with pytest.raises(ValueError, match="layer_norm: argument 'eps' must be representable"):
         wheelops.layer_norm(torch.ones(2, 3), eps=10**309)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_regression_bias_grad_over_65536_rows_of_one_column(device):
+    # Found by test_properties.py::test_layer_norm[cuda] on an H200 (issue 6):
+    # x of shape (17, 64, 64, 1), bias only. wheelops gave the right sum; the
+    # float64 reference, then computed by torch's CUDA layer_norm backward, gave
+    # 0 (its two-pass column reduction for more than 65536 rows). References
+    # are now computed on the CPU; this pins the case against the plain sum.
+    x = randn((17, 64, 64, 1), torch.float32, device, 0) * 1e-3
+    bias = randn((1,), torch.float32, device, 2).requires_grad_()
+    grad = randn((17, 64, 64, 1), torch.float32, device, 3)
+    out = wheelops.layer_norm(x, None, bias, 1e-12)
+    torch.testing.assert_close(out, bias.detach().expand_as(x))  # one column: xhat = 0
+    (grad_bias,) = torch.autograd.grad(out, (bias,), grad)
+    expected = grad.detach().cpu().double().sum().reshape(1)
+    assert_column_sum(grad_bias.cpu(), expected, rows=17 * 64 * 64)

@@ -150,9 +150,26 @@ def test_make_graphed_callables_trains_like_eager() -> None:
 # ------------------------------------------- torch.compile(mode="reduce-overhead")
 
 
+def _reduce_overhead_params() -> list:
+    # torch 2.11's CUDA-graph trees copy each new input into the graph's own
+    # buffer with torch._foreach_copy_, which has no uint16 kernel: a uint16
+    # input fails there ("foreach_tensor_copy" not implemented for 'UInt16', seen
+    # on an H200), before any op of ours runs. Strict: it reports when torch
+    # gains the kernel. normalize_volume in a captured graph is tested above.
+    uint16_input = pytest.mark.xfail(
+        raises=NotImplementedError,
+        strict=True,
+        reason="torch's CUDA-graph trees cannot copy a uint16 input (_foreach_copy_)",
+    )
+    return [
+        pytest.param(case, id=case.name, marks=uint16_input if torch.uint16 in case.dtypes else ())
+        for case in CATALOG
+    ]
+
+
 @needs_caching_allocator
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
+@pytest.mark.parametrize("case", _reduce_overhead_params())
 def test_compile_reduce_overhead_forward_and_backward(case: OpCase) -> None:
     """A training-like step: the compiled forward (CUDA graph trees), then the
     backward of sum(out * grad) through the compiled backward, four times with
