@@ -59,8 +59,11 @@ def ops_of(stem: str, name: str) -> list[str]:
         return named
     if stem.removeprefix("test_") in NAMES:
         return [stem.removeprefix("test_")]
-    # The DDP model (also graphed whole) holds every differentiable op.
-    return sorted(DIFFERENTIABLE) if re.search(r"ddp|graphed_callables", name) else []
+    # The DDP model (also graphed whole) holds every differentiable op; the
+    # thread test runs every op.
+    if re.search(r"ddp|graphed_callables", name):
+        return sorted(DIFFERENTIABLE)
+    return list(NAMES) if "threads_match" in name else []
 
 
 def column_of(stem: str, name: str) -> str:
@@ -102,13 +105,13 @@ def cell(count: dict[str, int] | None) -> str:
     return text + (f" FAIL {count['failed']}" if count.get("failed") else "")
 
 
-def examples(results: Path, prefix: str) -> dict[str, int]:
-    """Property-test examples per op from <prefix>-examples.json (and xdist parts)."""
-    total: dict[str, int] = defaultdict(int)
+def examples(results: Path, prefix: str) -> dict[tuple[str, str], int]:
+    """Property-test examples per (op, device) from <prefix>-examples.json (and xdist parts)."""
+    total: dict[tuple[str, str], int] = defaultdict(int)
     for path in sorted(results.glob(f"{prefix}-examples.json*")):
         for op, per_device in json.loads(path.read_text()).items():
-            for n in per_device.values():
-                total[op] += n
+            for device, n in per_device.items():
+                total[(op, device)] += n
     return total
 
 
@@ -122,19 +125,20 @@ def render(results: Path) -> str:
     xmls = sorted(results.glob("*.xml"))
     main = [p for p in xmls if not p.name.startswith("sanitizer-")]
     counts = tally(main)
-    cpu_examples, gpu_examples = examples(results, "cpu-tests"), examples(results, "gpu-tests")
-    columns = ["op suite", *(c for c, _, _ in COLUMNS if c != "property")]
-    header = ["op", "property examples CPU / GPU", *columns]
+    ci, device_run = examples(results, "cpu-tests"), examples(results, "gpu-tests")
+    columns = ["op suite", *(c for c, _, _ in COLUMNS)]
+    header = ["op", "property examples: CI cpu / GPU run cpu, cuda", *columns]
     rows = [
         [
             op,
-            f"{cpu_examples.get(op, 0)} / {gpu_examples.get(op, 0)}",
+            f"{ci.get((op, 'cpu'), 0)} / {device_run.get((op, 'cpu'), 0)}, "
+            f"{device_run.get((op, 'cuda'), 0)}",
             *(cell(counts.get((op, c))) for c in columns),
         ]
         for op in NAMES
     ]
     parts = [
-        "Tests passed / run, per op (all results in one run per machine):",
+        "Tests passed / run, per op (the runs of every saved JUnit file together):",
         "",
         table(header, rows),
     ]
