@@ -120,6 +120,11 @@ def float_dtypes() -> st.SearchStrategy[torch.dtype]:
     return st.sampled_from(FLOAT_DTYPES)
 
 
+def elementwise_draws(draw: st.DrawFn, device: str) -> tuple[torch.dtype, tuple, int, float]:
+    """dtype, shape, seed and value scale: what every elementwise test draws first."""
+    return draw(float_dtypes()), draw(shapes(device)), draw(seeds), draw(scales)
+
+
 # ---------------------------------------------------------------------------
 # add
 
@@ -128,12 +133,7 @@ def float_dtypes() -> st.SearchStrategy[torch.dtype]:
 @given(data=st.data())
 def test_add(device: str, data: st.DataObject) -> None:
     draw = data.draw
-    dtype, shape, seed, scale = (
-        draw(float_dtypes()),
-        draw(shapes(device)),
-        draw(seeds),
-        draw(scales),
-    )
+    dtype, shape, seed, scale = elementwise_draws(draw, device)
     fraction = draw(special_fractions)
     a = sprinkle_specials(float_values(shape, dtype, device, seed, scale), seed, fraction)
     b = sprinkle_specials(float_values(shape, dtype, device, seed + 1, scale), seed + 1, fraction)
@@ -187,12 +187,7 @@ alphas = st.one_of(python_floats(), st.integers(-3, 3), st.integers(-(2**1000), 
 @given(data=st.data())
 def test_relu_scale(device: str, data: st.DataObject) -> None:
     draw = data.draw
-    dtype, shape, seed, scale = (
-        draw(float_dtypes()),
-        draw(shapes(device)),
-        draw(seeds),
-        draw(scales),
-    )
+    dtype, shape, seed, scale = elementwise_draws(draw, device)
     alpha = draw(alphas, label="alpha")
     x = sprinkle_specials(
         float_values(shape, dtype, device, seed, scale), seed, draw(special_fractions)
