@@ -14,6 +14,7 @@ wheelops/matrix.json through build_tools/matrix.py; nothing here repeats them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +87,18 @@ def _local_default_variant() -> str:
         return os.environ["WHEELOPS_IMAGE_VARIANT"]
     default = MATRIX.variant(MATRIX.default_variant)
     return default.name if default.toolkit_source == "pypi" else "cpu"
+
+
+@contextlib.contextmanager
+def _outside_checkout(session: nox.Session) -> Iterator[None]:
+    """Run in a temporary directory, and back in the checkout even if a command
+    fails (e2e goes on to the next cell after a failed one)."""
+    with tempfile.TemporaryDirectory() as cwd:
+        session.chdir(cwd)
+        try:
+            yield
+        finally:
+            session.chdir(ROOT)
 
 
 def _python(session: nox.Session, venv: Path | None) -> str:
@@ -198,14 +212,13 @@ def _test_wheel(session: nox.Session, variant: str, torch: str, venv: Path) -> N
     _pip(session, venv, *TEST_REQUIREMENTS)
     _pip(session, venv, "--no-deps", "--force-reinstall", str(_installed_wheel(variant)))
     gpu_free = torch.endswith("+cpu")
-    with tempfile.TemporaryDirectory() as cwd:
-        session.chdir(cwd)
+    # Outside the checkout, so that `import wheelops` cannot find the source tree.
+    with _outside_checkout(session):
         session.run(
             _python(session, venv), "-m", "pytest", str(ROOT / "tests"), "-ra", "-q",
             "-p", "no:cacheprovider", *(["-m", "not gpu"] if gpu_free else []),
             env={"WHEELOPS_TEST_INSTALLED": "1"}, external=True,
         )  # fmt: skip
-        session.chdir(ROOT)
 
 
 @nox.session
@@ -277,10 +290,8 @@ def _install_from_index(session: nox.Session, variant: str, torch: str, venv: Pa
             "assert (libs.cuda is not None) == bool(want_cuda), libs\n"
             "print('from the index:', m.version('wheelops'), wheelops.__file__, libs)\n"
         )
-        with tempfile.TemporaryDirectory() as cwd:
-            session.chdir(cwd)
+        with _outside_checkout(session):
             session.run(str(venv / "bin" / "python"), "-c", check, external=True)
-            session.chdir(ROOT)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -151,15 +151,21 @@ def run_ddp(
     running after `timeout_s` (a hang in a collective) are terminated."""
     import torch.multiprocessing as mp
 
-    if TESTS_DIR not in sys.path:  # the children inherit sys.path and import us by name
-        sys.path.insert(0, TESTS_DIR)
-    context = mp.start_processes(
-        ddp_worker,
-        args=(world_size, _free_port(), backend, str(out_dir)),
-        nprocs=world_size,
-        join=False,
-        start_method="spawn",
-    )
+    # The children copy sys.path at start and import this module by name, and
+    # wheelops: the same wheelops as here, first (some test modules put the
+    # checkout at the front of sys.path, which would shadow an installed wheel).
+    saved_path = list(sys.path)
+    sys.path[:0] = [str(Path(wheelops.__file__).resolve().parent.parent), TESTS_DIR]
+    try:
+        context = mp.start_processes(
+            ddp_worker,
+            args=(world_size, _free_port(), backend, str(out_dir)),
+            nprocs=world_size,
+            join=False,
+            start_method="spawn",
+        )
+    finally:
+        sys.path[:] = saved_path
     deadline = time.monotonic() + timeout_s
     try:
         while not context.join(timeout=max(0.1, min(5.0, deadline - time.monotonic()))):
