@@ -440,3 +440,18 @@ def test_regression_bias_grad_over_65536_rows_of_one_column(device):
     (grad_bias,) = torch.autograd.grad(out, (bias,), grad)
     expected = grad.detach().cpu().double().sum().reshape(1)
     assert_column_sum(grad_bias.cpu(), expected, rows=17 * 64 * 64)
+
+
+def test_regression_float64_grad_x_of_long_rows_near_a_large_mean():
+    # Found by test_properties.py::test_layer_norm[cpu] with the random "gpu"
+    # profile (issue 6): float64 rows of 4096 values 1e-3 apart around 100. The
+    # kernel was right; the test's error bound did not grow with the row length,
+    # while the row sums (the kernel's and the float64 reference's) do.
+    generator = torch.Generator().manual_seed(0)
+    x = (
+        100 + 1e-3 * torch.randn(2, 4096, generator=generator, dtype=torch.float64)
+    ).requires_grad_()
+    grad = torch.randn(2, 4096, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    (grad_x,) = torch.autograd.grad(wheelops.layer_norm(x, None, None, 1e-12), (x,), grad)
+    expected = float64_grads(lambda a: F.layer_norm(a, (4096,), None, None, 1e-12), grad, x)[0]
+    assert_layer_norm_grad_x_close(grad_x, expected, x.detach(), None, grad, 1e-12, 4.0)
