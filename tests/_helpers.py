@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 import pytest
 import torch
 
@@ -18,6 +21,16 @@ TOLERANCE = {
     torch.float16: (1e-4, 1e-3),
     torch.bfloat16: (1e-3, 8e-3),
 }
+
+# tools/sanitize.sh turns the caching allocator off: then every free is a
+# cudaFree, which waits for the whole device (so a busy default stream is
+# waited for) and may not happen during stream capture. Tests that
+# measure or rely on that allocator (busy default stream, graph capture, the
+# memory tests) skip there.
+needs_caching_allocator = pytest.mark.skipif(
+    os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1",
+    reason="PYTORCH_NO_CUDA_MEMORY_CACHING=1: cudaFree synchronizes the device",
+)
 
 # Odd sizes on purpose: empty, single, not a multiple of the vector width, and
 # long enough to take the vectorized path and a tail.
@@ -36,9 +49,18 @@ def assert_close_to_eager(actual: torch.Tensor, eager: torch.Tensor) -> None:
     torch.testing.assert_close(actual, eager, atol=2 * atol, rtol=2 * rtol)
 
 
-def randn(shape: tuple[int, ...], dtype: torch.dtype, device: str, seed: int = 0) -> torch.Tensor:
+def randn(
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    device: str,
+    seed: int = 0,
+    scale: float = 1.0,
+    shift: float = 0.0,
+) -> torch.Tensor:
+    """Normal values (times scale, plus shift) drawn in float64, rounded to dtype, on device."""
     generator = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype).to(device)
+    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
+    return (values * scale + shift).to(dtype).to(device)
 
 
 def strided_variants(x: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -3,7 +3,8 @@
 The reliability tests (streams, graphs, several GPUs, determinism, memory,
 threads, the sanitizer runs) loop over CATALOG so that an op added to wheelops
 and to this list is covered by all of them. Each case builds its inputs from a
-``rows x cols`` size so that callers choose the scale.
+``rows x cols`` size so that callers choose the scale; the eager answers are the
+op tests' own references (normalize_volume's is computed on the host).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from test_lltm import eager_lltm
+from test_normalize_volume import reference as normalize_volume_reference
+from test_rgb_to_gray import reference as rgb_to_gray_reference
+from test_silu_and_mul import eager as silu_and_mul_eager
 
 import wheelops
 
@@ -28,29 +33,6 @@ def _randn(generator: torch.Generator, shape: Sequence[int], dtype, device, scal
 def _randint(generator: torch.Generator, high: int, shape: Sequence[int], dtype, device):
     t = torch.randint(0, high, tuple(shape), generator=generator, dtype=torch.int32)
     return t.to(dtype).to(device)
-
-
-def _silu_and_mul_eager(x: torch.Tensor) -> torch.Tensor:
-    d = x.shape[-1] // 2
-    return F.silu(x[..., :d]) * x[..., d:]
-
-
-def _rgb_to_gray_eager(img: torch.Tensor) -> torch.Tensor:
-    rgb = img.to(torch.int64)
-    weighted = 299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2]
-    return torch.round(weighted.double() / 1000).to(torch.uint8)
-
-
-def _normalize_volume_eager(vol: torch.Tensor, max_value: float) -> torch.Tensor:
-    # A float64 quotient of two exact values rounds to the correctly rounded float32.
-    divisor = torch.tensor(max_value, dtype=torch.float32).double().to(vol.device)
-    return (vol.to(torch.int32).double() / divisor).float()
-
-
-def _lltm_eager(input, weights, bias, old_h, old_cell):
-    gates = F.linear(torch.cat([old_h, input], dim=1), weights, bias).chunk(3, dim=1)
-    new_cell = old_cell + F.elu(gates[2]) * torch.sigmoid(gates[0])
-    return torch.tanh(new_cell) * torch.sigmoid(gates[1]), new_cell
 
 
 @dataclass(frozen=True)
@@ -153,13 +135,13 @@ CATALOG: tuple[OpCase, ...] = (
         "silu_and_mul",
         lambda g, r, c, dt, dev: (_randn(g, (r, 2 * c), dt, dev),),
         wheelops.silu_and_mul,
-        _silu_and_mul_eager,
+        silu_and_mul_eager,
     ),
     OpCase(
         "rgb_to_gray",
         lambda g, r, c, dt, dev: (_randint(g, 256, (r, c, 3), dt, dev),),
         wheelops.rgb_to_gray,
-        _rgb_to_gray_eager,
+        rgb_to_gray_reference,
         dtypes=(torch.uint8,),
         differentiable=False,
     ),
@@ -167,7 +149,7 @@ CATALOG: tuple[OpCase, ...] = (
         "normalize_volume",
         lambda g, r, c, dt, dev: (_randint(g, 65536, (r, c), dt, dev), 4095.0),
         wheelops.normalize_volume,
-        _normalize_volume_eager,
+        normalize_volume_reference,
         dtypes=(torch.uint16,),
         differentiable=False,
     ),
@@ -181,7 +163,7 @@ CATALOG: tuple[OpCase, ...] = (
             _randn(g, (r, c), dt, dev),
         ),
         wheelops.lltm,
-        _lltm_eager,
+        eager_lltm,
     ),
 )
 

@@ -159,20 +159,6 @@ def apply_layout(t: torch.Tensor, layout: Layout) -> torch.Tensor:
     raise ValueError(f"unknown layout {layout.kind}")
 
 
-def float_values(
-    shape: Sequence[int],
-    dtype: torch.dtype,
-    device: str,
-    seed: int,
-    scale: float = 1.0,
-    shift: float = 0.0,
-) -> torch.Tensor:
-    """Normal values (times scale, plus shift) rounded to dtype, on device."""
-    generator = torch.Generator().manual_seed(seed)
-    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float64) * scale + shift
-    return values.to(dtype).to(device)
-
-
 def integer_values(
     shape: Sequence[int], dtype: torch.dtype, high: int, device: str, seed: int
 ) -> torch.Tensor:

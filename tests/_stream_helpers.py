@@ -19,20 +19,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import pytest
 import torch
 from _op_catalog import OpCase, forward_backward, grad_leaves, outputs
 
 ROWS, COLS = 256, 384
 
-# tools/sanitize.sh turns the caching allocator off: then every free is a
-# cudaFree, which waits for the whole device (so a busy default stream is
-# waited for) and may not happen during stream capture. Those runs check these
-# tests' kernels through the plain side-stream test instead.
-needs_caching_allocator = pytest.mark.skipif(
-    os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1",
-    reason="PYTORCH_NO_CUDA_MEMORY_CACHING=1: cudaFree synchronizes the device",
-)
 
 # Ops whose results also depend on a GEMM of torch's (cuBLAS). cuBLAS promises
 # bitwise-reproducible results only for one active stream with one workspace

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _helpers import DEVICES
+from _helpers import DEVICES, needs_caching_allocator
 from _op_catalog import CATALOG, NAMES, OpCase, forward_backward, outputs
-from _stream_helpers import needs_caching_allocator
 
 REPO = Path(__file__).resolve().parent.parent
 

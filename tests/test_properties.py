@@ -23,7 +23,7 @@ import _example_log
 import pytest
 import torch
 import torch.nn.functional as F
-from _helpers import DEVICES, TOLERANCE
+from _helpers import DEVICES, TOLERANCE, randn
 from _norm_helpers import (
     assert_close_tol,
     assert_column_sum,
@@ -38,7 +38,6 @@ from _strategies import (
     FLOAT_DTYPES,
     apply_layout,
     device_type,
-    float_values,
     integer_values,
     layouts,
     not_numbers,
@@ -135,8 +134,8 @@ def test_add(device: str, data: st.DataObject) -> None:
     draw = data.draw
     dtype, shape, seed, scale = elementwise_draws(draw, device)
     fraction = draw(special_fractions)
-    a = sprinkle_specials(float_values(shape, dtype, device, seed, scale), seed, fraction)
-    b = sprinkle_specials(float_values(shape, dtype, device, seed + 1, scale), seed + 1, fraction)
+    a = sprinkle_specials(randn(shape, dtype, device, seed, scale), seed, fraction)
+    b = sprinkle_specials(randn(shape, dtype, device, seed + 1, scale), seed + 1, fraction)
     a = grad_leaf(apply_layout(a, draw(layouts(shape), label="a layout")))
     b = grad_leaf(apply_layout(b, draw(layouts(shape), label="b layout")))
     _example_log.record("add", device)
@@ -144,7 +143,7 @@ def test_add(device: str, data: st.DataObject) -> None:
     out = wheelops.add(a, b)
     assert_result_layout(out, shape, dtype)
     assert_close_to_float64(out, a.double() + b.double(), equal_nan=True)
-    grad = float_values(shape, dtype, device, seed + 2)
+    grad = randn(shape, dtype, device, seed + 2)
     grad_a, grad_b = torch.autograd.grad(out, (a, b), grad)
     assert torch.equal(grad_a, grad) and torch.equal(grad_b, grad)
 
@@ -189,9 +188,7 @@ def test_relu_scale(device: str, data: st.DataObject) -> None:
     draw = data.draw
     dtype, shape, seed, scale = elementwise_draws(draw, device)
     alpha = draw(alphas, label="alpha")
-    x = sprinkle_specials(
-        float_values(shape, dtype, device, seed, scale), seed, draw(special_fractions)
-    )
+    x = sprinkle_specials(randn(shape, dtype, device, seed, scale), seed, draw(special_fractions))
     x = grad_leaf(apply_layout(x, draw(layouts(shape))))
     _example_log.record("relu_scale", device)
 
@@ -200,7 +197,7 @@ def test_relu_scale(device: str, data: st.DataObject) -> None:
     x64 = x.detach().double()
     rounded_alpha = alpha_in_compute_dtype(alpha, dtype)
     assert_close_to_float64(out, torch.relu(x64) * rounded_alpha, equal_nan=True)
-    grad = float_values(shape, dtype, device, seed + 1)
+    grad = randn(shape, dtype, device, seed + 1)
     (grad_x,) = torch.autograd.grad(out, x, grad)
     expected = torch.where(x64 > 0, grad.double() * rounded_alpha, torch.zeros_like(x64))
     assert_close_to_float64(grad_x, expected, equal_nan=True)
@@ -282,8 +279,8 @@ def test_bias_gelu(device: str, data: st.DataObject) -> None:
     dtype, seed, scale = draw(float_dtypes()), draw(seeds), draw(scales)
     shape = draw(shapes(device, min_rank=1, last=sizes(300)))
     approximate = draw(st.sampled_from(["none", "tanh"]))
-    x = apply_layout(float_values(shape, dtype, device, seed, scale), draw(layouts(shape)))
-    bias = float_values(shape[-1:], dtype, device, seed + 1, scale)
+    x = apply_layout(randn(shape, dtype, device, seed, scale), draw(layouts(shape)))
+    bias = randn(shape[-1:], dtype, device, seed + 1, scale)
     bias = apply_layout(bias, draw(layouts(shape[-1:]), label="bias layout"))
     x, bias = grad_leaf(x), grad_leaf(bias)
     _example_log.record("bias_gelu", device)
@@ -291,7 +288,7 @@ def test_bias_gelu(device: str, data: st.DataObject) -> None:
     out = wheelops.bias_gelu(x, bias, approximate)
     assert_result_layout(out, shape, dtype)
     assert_close_to_float64(out, bias_gelu_reference(x, bias, approximate))
-    grad = float_values(shape, dtype, device, seed + 2)
+    grad = randn(shape, dtype, device, seed + 2)
     grad_x, grad_bias = torch.autograd.grad(out, (x, bias), grad)
     expected = bias_gelu_reference_grads(grad, x, bias, approximate)
     assert_bias_gelu_grads_close(grad_x, grad_bias, expected, grad, x + bias)
@@ -337,13 +334,16 @@ LAYER_NORM_EPS = norm_eps(1e-12)
 norm_shifts = st.sampled_from([0.0, 0.0, 0.5, 100.0])
 
 
-def norm_input(
-    draw: st.DrawFn, device: str, dtype: torch.dtype, seed: int
-) -> tuple[torch.Tensor, int]:
+def norm_inputs(
+    draw: st.DrawFn, device: str
+) -> tuple[torch.dtype, int, torch.Tensor, int, torch.Tensor | None]:
+    """dtype, seed, x, its row count and an optional weight: what both norms draw first."""
+    dtype, seed = draw(float_dtypes()), draw(seeds)
     shape = draw(shapes(device, min_rank=1, max_rank=4, last=row_lengths(device)))
-    x = float_values(shape, dtype, device, seed, draw(scales), draw(norm_shifts))
+    x = randn(shape, dtype, device, seed, draw(scales), draw(norm_shifts))
     x = grad_leaf(apply_layout(x, draw(layouts(shape), label="x layout")))
-    return x, math.prod(shape[:-1])
+    weight = optional_param(draw, "weight", shape[-1], dtype, device, seed + 1)
+    return dtype, seed, x, math.prod(shape[:-1]), weight
 
 
 def optional_param(
@@ -352,7 +352,7 @@ def optional_param(
     """None, or a [cols] parameter in any layout, requiring grad or not."""
     if not draw(st.booleans(), label=f"with {name}"):
         return None
-    p = float_values((cols,), dtype, device, seed, scale=0.5, shift=1.0)
+    p = randn((cols,), dtype, device, seed, scale=0.5, shift=1.0)
     p = apply_layout(p, draw(layouts((cols,)), label=f"{name} layout")).detach()
     return p.requires_grad_(draw(st.booleans(), label=f"{name} requires grad"))
 
@@ -370,10 +370,8 @@ def norm_gradients(
 @given(data=st.data())
 def test_layer_norm(device: str, data: st.DataObject) -> None:
     draw = data.draw
-    dtype, seed = draw(float_dtypes()), draw(seeds)
-    x, rows = norm_input(draw, device, dtype, seed)
+    dtype, seed, x, rows, weight = norm_inputs(draw, device)
     cols = x.shape[-1]
-    weight = optional_param(draw, "weight", cols, dtype, device, seed + 1)
     bias = optional_param(draw, "bias", cols, dtype, device, seed + 2)
     eps = draw(LAYER_NORM_EPS, label="eps")
     x.requires_grad_(draw(st.booleans(), label="x requires grad"))
@@ -385,7 +383,7 @@ def test_layer_norm(device: str, data: st.DataObject) -> None:
     assert_layer_norm_out_close(out, expected, x.detach(), weight, eps)
     if not out.requires_grad:
         return
-    grad = float_values(tuple(x.shape), dtype, device, seed + 3)
+    grad = randn(tuple(x.shape), dtype, device, seed + 3)
     mine = norm_gradients(out, [x, weight, bias], grad)
     reference = float64_grads(
         lambda a, w, b: F.layer_norm(a, (cols,), w, b, eps), grad, x, weight, bias
@@ -406,10 +404,8 @@ def test_layer_norm(device: str, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_rms_norm(device: str, data: st.DataObject) -> None:
     draw = data.draw
-    dtype, seed = draw(float_dtypes()), draw(seeds)
-    x, rows = norm_input(draw, device, dtype, seed)
+    dtype, seed, x, rows, weight = norm_inputs(draw, device)
     cols = x.shape[-1]
-    weight = optional_param(draw, "weight", cols, dtype, device, seed + 1)
     eps = draw(st.one_of(st.none(), RMS_NORM_EPS), label="eps")
     x.requires_grad_(draw(st.booleans(), label="x requires grad"))
     _example_log.record("rms_norm", device)
@@ -420,7 +416,7 @@ def test_rms_norm(device: str, data: st.DataObject) -> None:
     assert_close_tol(out, rms_norm_reference(x.detach(), weight, ref_eps))
     if not out.requires_grad:
         return
-    grad = float_values(tuple(x.shape), dtype, device, seed + 3)
+    grad = randn(tuple(x.shape), dtype, device, seed + 3)
     mine = norm_gradients(out, [x, weight], grad)
     reference = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, ref_eps), grad, x, weight)
     if mine[0] is not None:
@@ -469,7 +465,7 @@ def test_softmax(device: str, data: st.DataObject) -> None:
     shape = draw(shapes(device, max_rank=4, last=row_lengths(device)))
     rank = max(len(shape), 1)
     dim = draw(st.integers(-rank, rank - 1), label="dim")
-    x = float_values(shape, dtype, device, seed, 3 * scale)
+    x = randn(shape, dtype, device, seed, 3 * scale)
     x = sprinkle_specials(x, seed, draw(special_fractions))
     if draw(st.booleans(), label="one slice all -inf") and x.dim() > 0 and x.numel() > 0:
         index = [slice(None)] * x.dim()
@@ -483,7 +479,7 @@ def test_softmax(device: str, data: st.DataObject) -> None:
     x64 = x.detach().double().requires_grad_()
     expected = torch.softmax(x64, dim)
     assert_close_to_float64(out, expected.detach(), equal_nan=True)
-    grad = float_values(shape, dtype, device, seed + 1)
+    grad = randn(shape, dtype, device, seed + 1)
     (grad_x,) = torch.autograd.grad(out, x, grad)
     (expected_grad,) = torch.autograd.grad(expected, x64, grad.double())
     assert_close_to_float64(
@@ -527,7 +523,7 @@ def test_silu_and_mul(device: str, data: st.DataObject) -> None:
     # With infinities among the inputs, keep the finite gates where exp(-a)
     # does not overflow float32 (|a| < 88): inf * silu(-200) is NaN computed in
     # float32 (silu(-200) = -0, as in eager) but -inf in the float64 reference.
-    x = float_values(shape, dtype, device, seed, 3 * scale if fraction == 0 else min(scale, 3.0))
+    x = randn(shape, dtype, device, seed, 3 * scale if fraction == 0 else min(scale, 3.0))
     x = sprinkle_specials(x, seed, fraction)
     x = grad_leaf(apply_layout(x, draw(layouts(shape))))
     _example_log.record("silu_and_mul", device)
@@ -535,7 +531,7 @@ def test_silu_and_mul(device: str, data: st.DataObject) -> None:
     out = wheelops.silu_and_mul(x)
     assert_result_layout(out, (*shape[:-1], half), dtype)
     assert_close_to_float64(out, silu_and_mul_reference(x.detach()), equal_nan=True)
-    grad = float_values(tuple(out.shape), dtype, device, seed + 1)
+    grad = randn(tuple(out.shape), dtype, device, seed + 1)
     (grad_x,) = torch.autograd.grad(out, x, grad)
     expected = silu_and_mul_reference_grad(grad, x.detach())
     assert_close_to_float64(grad_x, expected, equal_nan=True)

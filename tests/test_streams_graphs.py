@@ -14,6 +14,7 @@ import copy
 import pytest
 import torch
 from _ddp_worker import WheelopsNet, make_batches, train
+from _helpers import needs_caching_allocator
 from _op_catalog import CATALOG, NAMES, OpCase, forward_backward, grad_leaves, outputs
 from _stream_helpers import (
     COLS,
@@ -23,7 +24,6 @@ from _stream_helpers import (
     check_beside_busy_default_streams,
     eager_reference,
     grads_like,
-    needs_caching_allocator,
     tensors,
 )
 
