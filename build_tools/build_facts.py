@@ -42,14 +42,20 @@ def wheelops_version() -> str:
     return load_package_module("_version").__version__
 
 
+def compiler() -> str:
+    """The C++ compiler's path and version, as setuptools and torch's JIT pick it."""
+    command = os.environ.get("CXX", "c++")
+    return f"{command}: {_first_line([command, '--version'])}"
+
+
 def collect(
     torch_version: str,
     toolkit: CudaToolkit | None,
     archs: ArchList | None,
     libraries: dict[str, str | None],
+    cxx_runtime: str,
     dev_mode: bool = False,
 ) -> dict[str, Any]:
-    compiler = os.environ.get("CXX", "c++")
     return {
         "schema_version": 1,
         "wheelops_version": wheelops_version(),
@@ -62,7 +68,8 @@ def collect(
         "cuda_arch_list": archs.spec if archs else None,
         "sass_archs": list(archs.sass) if archs else [],
         "ptx_archs": list(archs.ptx) if archs else [],
-        "compiler": _first_line([compiler, "--version"]),
+        "compiler": compiler(),
+        "cxx_runtime": cxx_runtime,
         "platform": sysconfig.get_platform().replace("-", "_").replace(".", "_"),
         "git_commit": git_commit(),
         "libraries": libraries,

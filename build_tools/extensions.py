@@ -9,7 +9,7 @@ from pathlib import Path
 from setuptools import Extension
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-from build_tools import build_facts, flags, native_sources
+from build_tools import build_facts, cxx_runtime, flags, native_sources
 from build_tools.plan import BuildPlan
 
 PACKAGE = "wheelops"
@@ -53,10 +53,15 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
         def run(self) -> None:
             super().run()
             libraries: dict[str, str | None] = {"cpu": None, "cuda": None}
+            runtimes = set()
             for ext in self.extensions:
                 kind = "cuda" if ext.name.endswith("_cuda") else "cpu"
                 libraries[kind] = Path(self.get_ext_filename(ext.name)).name
-            facts = build_facts.collect(plan.torch_version, plan.toolkit, plan.archs, libraries)
+                built = Path(self.get_ext_fullpath(ext.name))
+                runtimes.add(cxx_runtime.check_shared_cxx_runtime(built, build_facts.compiler()))
+            facts = build_facts.collect(
+                plan.torch_version, plan.toolkit, plan.archs, libraries, ", ".join(sorted(runtimes))
+            )
             targets = [Path(self.build_lib) / PACKAGE]
             if self.inplace:
                 targets.append(native_sources.ROOT / PACKAGE)

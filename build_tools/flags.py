@@ -28,11 +28,21 @@ def nvcc_flags() -> list[str]:
     ]
 
 
+def cxx_runtime_link_flags() -> list[str]:
+    # The shared libstdc++ and unwinder, whatever the compiler's own defaults: a
+    # copy linked into the library (-static-libstdc++ in a compiler wrapper) is
+    # half-interposed by torch's and crashes on the first throw that formats a
+    # number. build_tools/cxx_runtime.py checks the result.
+    # Named before the compiler's own runtime libraries, so they satisfy every
+    # reference and a static archive the compiler adds later has nothing to give.
+    return ["-Wl,--push-state,-Bdynamic,-lstdc++,-lgcc_s,--pop-state"]
+
+
 def link_flags() -> list[str]:
     # -z defs: every symbol must resolve at link time against torch's core
     # libraries and the CUDA runtime, so an accidental libtorch_cuda/c10_cuda
     # dependency fails the build instead of a user's import.
-    return ["-Wl,-z,defs"]
+    return ["-Wl,-z,defs", *cxx_runtime_link_flags()]
 
 
 def cuda_link_flags(cudart_dir: str, cudart_soname: str) -> list[str]:

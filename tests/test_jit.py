@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from _checkout import checkout_copy
 
 RUN_ADD = (
     "import torch, wheelops.jit as jit\n"
@@ -21,18 +19,6 @@ RUN_ADD = (
     "out = wheelops.add(torch.ones(3, device=device), torch.ones(3, device=device))\n"
     "print(out.tolist(), info.dev_mode, _native.loaded().cpu)\n"
 )
-
-
-def _checkout_copy(tmp_path: Path) -> Path:
-    """A source checkout with nothing built, so dev mode is what loads the ops."""
-    if not (REPO / "csrc").is_dir():
-        pytest.skip("needs the source checkout")
-    copy = tmp_path / "checkout"
-    for name in ("csrc", "build_tools", "wheelops"):
-        shutil.copytree(
-            REPO / name, copy / name, ignore=shutil.ignore_patterns("*.so", "_build_info.json")
-        )
-    return copy
 
 
 def _run(checkout: Path, cache: Path, cuda: bool) -> tuple[str, float]:
@@ -67,7 +53,7 @@ def _edit_add_kernel(checkout: Path) -> None:
 
 
 def _dev_cycle(tmp_path: Path, cuda: bool) -> None:
-    checkout, cache = _checkout_copy(tmp_path), tmp_path / "cache"
+    checkout, cache = checkout_copy(tmp_path), tmp_path / "cache"
     first, built_at = _run(checkout, cache, cuda)
     assert first.startswith("[2.0, 2.0, 2.0] True")
     again, built_again_at = _run(checkout, cache, cuda)

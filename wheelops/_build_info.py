@@ -43,6 +43,7 @@ class BuildInfo:
     platform: str
     git_commit: str
     libraries: dict[str, str | None] = field(default_factory=dict)  # "cpu"/"cuda" -> file
+    cxx_runtime: str | None = None  # "libstdc++.so.6 (shared)"; None in older build facts
     dev_mode: bool = False  # built by wheelops.jit rather than by a wheel build
 
     @property

@@ -146,7 +146,9 @@ def render(report: dict[str, Any]) -> str:
                 if build["cuda_version"]
                 else "no CUDA"
             )
-            + f", {build['compiler']}, commit {build['git_commit'][:12]}"
+            + f", {build['compiler']}"
+            + (f" ({build['cxx_runtime']})" if build.get("cxx_runtime") else "")
+            + f", commit {build['git_commit'][:12]}"
         )
     runtime = report["runtime"]
     lines.append(

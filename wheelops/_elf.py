@@ -1,9 +1,10 @@
-"""Check a shared library's ELF header before dlopen: the loader's own errors mislead.
+"""Read a shared library's ELF headers without loading it.
 
-A library built for another CPU is reported by glibc as "cannot open shared
-object file: No such file or directory", and a truncated one can crash the
-process with SIGBUS while it is mapped. Reading the headers first turns both
-into plain findings.
+Before dlopen: a library built for another CPU is reported by glibc as "cannot
+open shared object file: No such file or directory", and a truncated one can
+crash the process with SIGBUS while it is mapped. Reading the headers first
+turns both into plain findings. After a build: what the library links
+dynamically and which symbols it defines (build_tools/cxx_runtime.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import platform
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -85,3 +87,43 @@ def _header_problem(path: Path, file: BinaryIO, size: int) -> str | None:
     if needed > size:
         return f"{path} is truncated: {size} bytes, its headers describe {needed}"
     return None
+
+
+_SHT_SYMTAB, _SHT_DYNAMIC, _SHT_DYNSYM = 2, 6, 11
+_DT_NEEDED = 1
+_SHN_UNDEF = 0
+
+
+@dataclass(frozen=True)
+class LinkFacts:
+    needed: tuple[str, ...]  # DT_NEEDED entries, in order
+    defined: frozenset[str]  # symbols the library defines (.dynsym and .symtab)
+
+
+def link_facts(path: Path) -> LinkFacts:
+    """The NEEDED libraries and defined symbols of a 64-bit little-endian ELF library."""
+    data = path.read_bytes()
+    (shoff,) = struct.unpack_from("<Q", data, 40)
+    shentsize, shnum = struct.unpack_from("<HH", data, 58)
+    sections = [
+        struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)
+    ]
+
+    def string(table: int, offset: int) -> str:
+        start = sections[table][4] + offset
+        return data[start : data.index(b"\0", start)].decode("utf-8", "replace")
+
+    needed: list[str] = []
+    defined: set[str] = set()
+    for _, kind, _, _, offset, size, link, _, _, entsize in sections:
+        if kind == _SHT_DYNAMIC:
+            for entry in range(offset, offset + size, entsize):
+                tag, value = struct.unpack_from("<qQ", data, entry)
+                if tag == _DT_NEEDED:
+                    needed.append(string(link, value))
+        elif kind in (_SHT_SYMTAB, _SHT_DYNSYM):
+            for entry in range(offset, offset + size, entsize):
+                name, _, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", data, entry)
+                if name and shndx != _SHN_UNDEF:
+                    defined.add(string(link, name))
+    return LinkFacts(tuple(needed), frozenset(defined))

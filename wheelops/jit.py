@@ -78,7 +78,7 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
         extra_cflags=flags.cxx_flags(),
         extra_cuda_cflags=flags.nvcc_flags(),
         extra_include_paths=[str(native_sources.INCLUDE_DIR), str(toolkit.include_dir)],
-        extra_ldflags=[f"-L{link_dir}"],
+        extra_ldflags=[f"-L{link_dir}", *flags.cxx_runtime_link_flags()],
         build_directory=str(cache / "cuda"),
         with_cuda=True,
         is_python_module=False,
@@ -102,7 +102,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
             "source checkout without built libraries in wheelops/ (delete wheelops/*.so)."
         )
     _require_checkout()
-    from build_tools import build_facts, flags, native_sources
+    from build_tools import build_facts, cxx_runtime, flags, native_sources
     from build_tools.plan import prepare_cuda_build
 
     toolkit, archs = None, None
@@ -119,17 +119,21 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
         sources=[str(p) for p in native_sources.cpu_sources()],
         extra_cflags=flags.cxx_flags(),
         extra_include_paths=[str(native_sources.INCLUDE_DIR)],
+        extra_ldflags=flags.cxx_runtime_link_flags(),
         build_directory=str(cache / "cpu"),
         with_cuda=False,
         is_python_module=False,
         verbose=verbose,
     )
     cuda_path = _build_cuda(cache, toolkit, verbose) if toolkit else None
+    built = [Path(cpu_path), *([cuda_path] if cuda_path else [])]
+    runtimes = {cxx_runtime.check_shared_cxx_runtime(p, build_facts.compiler()) for p in built}
     facts = build_facts.collect(
         torch.__version__,
         toolkit,
         archs,
         {"cpu": Path(cpu_path).name, "cuda": cuda_path.name if cuda_path else None},
+        ", ".join(sorted(runtimes)),
         dev_mode=True,
     )
     (cache / "_build_info.json").write_text(json.dumps(facts, indent=2) + "\n")

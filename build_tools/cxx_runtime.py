@@ -1,0 +1,53 @@
+"""Refuse a native library that carries its own copy of the C++ runtime.
+
+A torch extension must share the process's one libstdc++ (and unwinder) with
+torch. A compiler that links libstdc++ statically into shared libraries (a
+wrapper adding -static-libstdc++, seen on the GPU machine's /opt/gcc/bin/g++)
+gives the library a private, half-interposed copy of the runtime: iostreams
+state and locales from one copy, functions from the other. There an argument
+check formats its message with garbage ("got [ and ["), or crashes with
+SIGSEGV (with -Bsymbolic-functions, as Ubuntu's Python links extensions),
+instead of raising. flags.link_flags() asks for the shared runtime; this check
+proves the linker gave it, for every compiler.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from build_tools.arch_list import load_package_module
+
+_elf = load_package_module("_elf")
+
+SHARED_CXX_RUNTIME = "libstdc++.so.6"
+# Symbols that only the C++ runtime itself defines, each owning process-wide
+# state (exceptions in flight, the classic locale, the unwinder's frame search).
+_RUNTIME_SYMBOLS = {
+    "__cxa_throw": "the C++ exception runtime (libstdc++ / libsupc++)",
+    "__gxx_personality_v0": "the C++ exception runtime (libstdc++ / libsupc++)",
+    "_ZNSt6locale7classicEv": "libstdc++'s locales and iostreams",
+    "_Unwind_RaiseException": "the unwinder (libgcc_eh)",
+}
+
+
+class CxxRuntimeError(RuntimeError):
+    """A built library does not use the process's shared C++ runtime."""
+
+
+def check_shared_cxx_runtime(library: Path, compiler: str) -> str:
+    """Raise CxxRuntimeError if `library` defines any of the C++ runtime's own symbols;
+    else return what it links, for the build facts ("libstdc++.so.6 (shared)")."""
+    facts = _elf.link_facts(library)
+    embedded = sorted({what for sym, what in _RUNTIME_SYMBOLS.items() if sym in facts.defined})
+    if embedded:
+        raise CxxRuntimeError(
+            f"{library.name} was linked with a private copy of {' and '.join(embedded)} "
+            f"instead of the shared {SHARED_CXX_RUNTIME} that torch uses (compiler: "
+            f"{compiler}). Such a library crashes or garbles its error messages when an "
+            "argument check throws. The compiler links the C++ runtime statically into "
+            "shared libraries (a -static-libstdc++ or -static-libgcc in its wrapper or specs); "
+            "build with one that links it dynamically, e.g. CXX=/usr/bin/g++ CC=/usr/bin/gcc."
+        )
+    if SHARED_CXX_RUNTIME in facts.needed:
+        return f"{SHARED_CXX_RUNTIME} (shared)"
+    return "none"  # a library with no C++ runtime calls at all
