@@ -62,17 +62,32 @@ def test_backward_matches_eager(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fused_backward_matches_float64(dtype, device):
-    # Odd length (vector body + tail), zeros, NaN and infinities among the inputs.
+    # Odd length (vector body + tail), zeros, NaN and infinities among the inputs; the
+    # reference is eager autograd in float64 (at NaN the gradient passes, as torch.relu's).
     x = randn((3, 37), dtype, device, 1)
-    x[0, :4] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf")])
+    x[0, :5] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), -0.0])
     grad = randn((3, 37), dtype, device, 2)
-    expected = torch.where(
-        x.double() > 0, grad.double() * 1.25, torch.zeros((), dtype=torch.float64, device=device)
-    )
+    expected = eager_grad(x, grad, 1.25)
     for view in strided_variants(x).values():
         got = torch.ops.wheelops.relu_scale_backward.default(grad, view, 1.25)
         assert got.dtype == dtype and got.is_contiguous()
         assert_matches_reference(got, expected)
+
+
+def eager_grad(x: torch.Tensor, grad: torch.Tensor, alpha: float) -> torch.Tensor:
+    """d/dx (torch.relu(x) * alpha), by eager autograd in float64."""
+    x64 = x.detach().double().requires_grad_()
+    (grad_x,) = torch.autograd.grad(torch.relu(x64) * alpha, x64, grad.double())
+    return grad_x
+
+
+def test_nan_passes_the_gradient_as_in_torch_relu():
+    # Issue #14: the gradient at NaN was 0; eager's is alpha (threshold_backward(g, relu(x), 0)).
+    x = torch.tensor([float("nan"), 1.0, -1.0, 0.0], requires_grad=True)
+    wheelops.relu_scale(x, 2.0).sum().backward()
+    eager = x.detach().clone().requires_grad_()
+    (torch.relu(eager) * 2.0).sum().backward()
+    assert x.grad.tolist() == eager.grad.tolist() == [2.0, 2.0, 0.0, 0.0]
 
 
 def test_native_backward_checks():

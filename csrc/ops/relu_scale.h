@@ -27,11 +27,12 @@ C10_HOST_DEVICE inline A relu_scale_value(A x, A alpha) {
   return (x < A(0) ? A(0) : x) * alpha;
 }
 
-// d/dx relu(x) * alpha: alpha where x > 0, else 0 (NaN included, as torch's
-// threshold_backward).
+// d/dx relu(x) * alpha: 0 where x <= 0, else alpha, so NaN passes the gradient
+// as torch's threshold_backward(grad, relu(x), 0) does. Linear in grad, so it is
+// also the forward-mode derivative (tangent for grad).
 template <typename A>
 C10_HOST_DEVICE inline A relu_scale_grad_value(A grad, A x, A alpha) {
-  return x > A(0) ? grad * alpha : A(0);
+  return x <= A(0) ? A(0) : grad * alpha;
 }
 
 } // namespace wheelops
