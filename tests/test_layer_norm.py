@@ -189,6 +189,39 @@ def test_zero_eps_and_constant_rows_follow_pytorch(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [*LENGTHS, pytest.param(70000, marks=pytest.mark.gpu)])
+def test_constant_rows_normalize_to_exactly_zero(cols, dtype, device):
+    # Issue #14: float64 rows of 1e30 gave 1.0, and rows of 0.3 with eps=1e-30 gave -0.447
+    # (a mean a few ulps off). The mean is shift + mean(x - shift) with the row's first
+    # value as shift, so a constant row centres to exactly 0, as in eager.
+    values = [0.3, -7.25, 1e4]
+    if dtype == torch.float64:
+        values += [1e30, -5e-300]
+    rows = torch.tensor(values, dtype=dtype, device=device)[:, None].expand(-1, cols)
+    for eps in (1e-5, 1e-30):
+        out = wheelops.layer_norm(rows, eps=eps)
+        # (Eager gives 0 here for float32 and float64; in float16 and bfloat16 it does not.)
+        assert torch.equal(out, torch.zeros_like(out)), out[:, :3]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cols", [100, 4096, pytest.param(70000, marks=pytest.mark.gpu)])
+def test_float64_large_mean_small_spread_at_least_as_accurate_as_eager(cols, device):
+    # A layer norm does not see a common offset: the exact answer for offset + small is
+    # the answer for small, computed from values with no cancellation. (Offsets and
+    # steps keep offset + small exact in float64.) Eager loses up to 1e-4 at 1e12.
+    small = randn((8, cols), torch.float64, "cpu", seed=3).mul(4096).round().div(4096)
+    reference = F.layer_norm(small, (cols,)).to(device)
+    for offset in (0.0, 1e3, 1e6, 1e9, 1e12):
+        x = (small + offset).to(device)
+        assert torch.equal((x - offset).cpu(), small)
+        error = (wheelops.layer_norm(x) - reference).abs().max().item()
+        eager_error = (F.layer_norm(x, (cols,)) - reference).abs().max().item()
+        assert error <= max(eager_error, 1e-14), (offset, error, eager_error)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_empty_and_single_element(device):
     for shape in [(0, 8), (2, 0, 5), (1,), (4, 1)]:
         x = torch.randn(shape, device=device, requires_grad=True)

@@ -24,6 +24,60 @@ inline int64_t row_grain(int64_t cols) {
   return cols > 0 ? wheelops::cpu::kGrainSize / cols + 1 : wheelops::cpu::kGrainSize;
 }
 
+// The row's mean as shift + offset, with its first value as the shift and
+// offset = mean(x - shift): centred values are (x - shift) - offset, so a
+// constant row centres to exactly 0 (and normalizes to 0) and a large mean with
+// a small spread loses nothing to cancellation.
+struct ShiftedMean {
+  double shift = 0.0;
+  double offset = 0.0;
+
+  double mean() const { return shift + offset; }
+  double centred(double x) const { return (x - shift) - offset; }
+};
+
+// Sums over a row in blocks of kSumBlock, then over the blocks: the rounding
+// error grows with kSumBlock + cols / kSumBlock terms, not cols (eager PyTorch's
+// cascade sums do as well on long rows). add(c, acc) adds column c's terms.
+constexpr int64_t kSumBlock = 64;
+
+template <typename Acc, typename Add>
+Acc blocked_sum(int64_t cols, Add add) {
+  Acc total{};
+  for (int64_t c0 = 0; c0 < cols; c0 += kSumBlock) {
+    const int64_t c1 = c0 + kSumBlock < cols ? c0 + kSumBlock : cols;
+    Acc block{};
+    for (int64_t c = c0; c < c1; ++c) {
+      add(c, block);
+    }
+    total += block;
+  }
+  return total;
+}
+
+// Two sums at once, for blocked_sum.
+struct SumPair {
+  double first = 0.0;
+  double second = 0.0;
+
+  SumPair& operator+=(const SumPair& other) {
+    first += other.first;
+    second += other.second;
+    return *this;
+  }
+};
+
+template <typename T>
+ShiftedMean shifted_mean(const T* xr, int64_t cols) {
+  if (cols == 0) {
+    return {};
+  }
+  const double shift = static_cast<double>(xr[0]);
+  const double sum = blocked_sum<double>(
+      cols, [&](int64_t c, double& acc) { acc += static_cast<double>(xr[c]) - shift; });
+  return {shift, sum / static_cast<double>(cols)};
+}
+
 // S: the stats type (float, or double for double).
 template <typename T, bool kCentered>
 void forward_rows(
@@ -35,23 +89,29 @@ void forward_rows(
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = x + r * cols;
       T* outr = out + r * cols;
-      double mu = 0.0;
+      ShiftedMean mu;  // rms_norm: 0 + 0
       if constexpr (kCentered) {
-        double sum = 0.0;
-        for (int64_t c = 0; c < cols; ++c) {
-          sum += static_cast<double>(xr[c]);
-        }
-        mu = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
+        mu = shifted_mean(xr, cols);
       }
-      double sq = 0.0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double d = static_cast<double>(xr[c]) - mu;
-        sq += d * d;
+      // first: sum of d^2, second: sum of d, over the centred values d.
+      const SumPair sums = blocked_sum<SumPair>(cols, [&](int64_t c, SumPair& acc) {
+        const double d = mu.centred(static_cast<double>(xr[c]));
+        acc.first += d * d;
+        acc.second += d;
+      });
+      double sq = sums.first;
+      const double sum_d = sums.second;
+      if (kCentered && cols > 0) {
+        // The corrected two-pass algorithm: the first pass's rounding, measured
+        // by sum(d), is removed from the offset and the variance.
+        const double correction = sum_d / static_cast<double>(cols);
+        mu.offset += correction;
+        sq -= sum_d * correction;
       }
       const double var = cols > 0 ? sq / static_cast<double>(cols) : 0.0;
       const double rs = 1.0 / std::sqrt(var + eps);
       for (int64_t c = 0; c < cols; ++c) {
-        double y = (static_cast<double>(xr[c]) - mu) * rs;
+        double y = mu.centred(static_cast<double>(xr[c])) * rs;
         if (w != nullptr) {
           y *= static_cast<double>(w[c]);
         }
@@ -61,7 +121,7 @@ void forward_rows(
         outr[c] = static_cast<T>(y);
       }
       if constexpr (kCentered) {
-        mean[r] = static_cast<S>(mu);
+        mean[r] = static_cast<S>(mu.mean());
       }
       rstd[r] = static_cast<S>(rs);
     }

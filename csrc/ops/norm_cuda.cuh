@@ -116,6 +116,36 @@ __device__ __forceinline__ A rstd_of(A sum_sq, int64_t cols, A eps) {
 
 // ---------------------------------------------------------------- forward
 
+// The row's first value, the shift of its mean: mean = shift + offset with
+// offset = mean(x - shift), and centred values are (x - shift) - offset. A
+// constant row centres to exactly 0 (and normalizes to 0), and a large mean with
+// a small spread loses nothing to cancellation. Every thread of the row reads
+// the same address (one cached load).
+// rstd from the row's sums of d and d^2 over the centred values d. layer_norm
+// also folds sum(d) back into the offset (the corrected two-pass algorithm:
+// the first pass's rounding is measured and removed), reduced with d^2 at no
+// extra cost; rms_norm reduces d^2 only.
+template <bool kCentered, typename A>
+__device__ __forceinline__ A centred_rstd(
+    A sum_sq, A sum_d, A& offset, int64_t cols, A eps, A* scratch) {
+  if constexpr (kCentered) {
+    row_sum2(sum_sq, sum_d, scratch);
+    if (cols > 0) {
+      const A correction = sum_d / static_cast<A>(cols);
+      offset += correction;
+      sum_sq -= sum_d * correction;
+    }
+  } else {
+    sum_sq = row_sum(sum_sq, scratch);
+  }
+  return rstd_of(sum_sq, cols, eps);
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ A row_shift(const T* __restrict__ xr, int64_t cols) {
+  return cols > 0 ? static_cast<A>(xr[0]) : A(0);
+}
+
 // out = (x - mean) * rstd * w + b for rows held in registers; block (TX, TY).
 template <typename T, int kVec, int kN, bool kCentered>
 __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
@@ -136,39 +166,45 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
       const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
       v[i] = active && idx < vecs ? cuda::load_vec<T, kVec>(xr, idx) : zeros<T, kVec>();
     }
-    A mean = A(0);
+    A shift = A(0);  // rms_norm: no centring
+    A offset = A(0);
     if constexpr (kCentered) {
+      shift = row_shift<T, A>(xr, cols);
       A sum = A(0);
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
+        const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
+        if (idx < vecs) {  // padding would add (0 - shift)
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          sum += static_cast<A>(v[i].val[j]);
+          for (int j = 0; j < kVec; ++j) {
+            sum += static_cast<A>(v[i].val[j]) - shift;
+          }
         }
       }
       sum = row_sum(sum, scratch);
-      mean = cols > 0 ? sum / static_cast<A>(cols) : A(0);
+      offset = cols > 0 ? sum / static_cast<A>(cols) : A(0);
     }
     A sum_sq = A(0);
+    A sum_d = A(0);
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
-      if (idx < vecs) {  // padding would add (0 - mean)^2
+      if (idx < vecs) {  // padding would add its own square
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          const A d = static_cast<A>(v[i].val[j]) - mean;
+          const A d = (static_cast<A>(v[i].val[j]) - shift) - offset;
           sum_sq += d * d;
+          sum_d += d;
         }
       }
     }
-    sum_sq = row_sum(sum_sq, scratch);
-    const A rstd = rstd_of(sum_sq, cols, eps);
+    const A rstd = centred_rstd<kCentered>(sum_sq, sum_d, offset, cols, eps, scratch);
     if (!active) {
       continue;
     }
     if (threadIdx.x == 0) {
       if constexpr (kCentered) {
-        mean_out[row] = mean;
+        mean_out[row] = shift + offset;
       }
       rstd_out[row] = rstd;
     }
@@ -182,7 +218,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
         Vec<T, kVec> y;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          A r = (static_cast<A>(v[i].val[j]) - mean) * rstd;
+          A r = ((static_cast<A>(v[i].val[j]) - shift) - offset) * rstd;
           if (w != nullptr) {
             r *= static_cast<A>(wv.val[j]);
           }
@@ -208,33 +244,36 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
   const int64_t vecs = cols / kVec;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
-    A mean = A(0);
+    A shift = A(0);  // rms_norm: no centring
+    A offset = A(0);
     if constexpr (kCentered) {
+      shift = row_shift<T, A>(xr, cols);
       A sum = A(0);
       for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
         const Vec<T, kVec> v = cuda::load_vec<T, kVec>(xr, idx);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          sum += static_cast<A>(v.val[j]);
+          sum += static_cast<A>(v.val[j]) - shift;
         }
       }
       sum = row_sum(sum, scratch);
-      mean = cols > 0 ? sum / static_cast<A>(cols) : A(0);
+      offset = cols > 0 ? sum / static_cast<A>(cols) : A(0);
     }
     A sum_sq = A(0);
+    A sum_d = A(0);
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
       const Vec<T, kVec> v = cuda::load_vec<T, kVec>(xr, idx);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const A d = static_cast<A>(v.val[j]) - mean;
+        const A d = (static_cast<A>(v.val[j]) - shift) - offset;
         sum_sq += d * d;
+        sum_d += d;
       }
     }
-    sum_sq = row_sum(sum_sq, scratch);
-    const A rstd = rstd_of(sum_sq, cols, eps);
+    const A rstd = centred_rstd<kCentered>(sum_sq, sum_d, offset, cols, eps, scratch);
     if (threadIdx.x == 0) {
       if constexpr (kCentered) {
-        mean_out[row] = mean;
+        mean_out[row] = shift + offset;
       }
       rstd_out[row] = rstd;
     }
@@ -246,7 +285,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
       Vec<T, kVec> y;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        A r = (static_cast<A>(v.val[j]) - mean) * rstd;
+        A r = ((static_cast<A>(v.val[j]) - shift) - offset) * rstd;
         if (w != nullptr) {
           r *= static_cast<A>(wv.val[j]);
         }
