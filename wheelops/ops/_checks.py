@@ -112,3 +112,8 @@ def gpu_supported(op: str, tensor: torch.Tensor) -> None:
     """For fake kernels: a compiled graph must not launch on a GPU the build cannot run on."""
     if tensor.is_cuda:
         _guard.check_device(op, tensor.device.index)
+
+
+def opmath(t: torch.Tensor) -> torch.Tensor:
+    """`t` in the precision wheelops computes in: float32 for 16-bit floats, else as is."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t

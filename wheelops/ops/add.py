@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _autograd, _checks
 
 __all__ = ["add"]
 
@@ -50,6 +50,12 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     return grad, grad
 
 
+def _jvp(ctx: Any, a_tangent: torch.Tensor | None, b_tangent: torch.Tensor | None) -> Any:
+    if a_tangent is None or b_tangent is None:
+        return a_tangent if b_tangent is None else b_tangent
+    return torch.ops.wheelops.add.default(a_tangent, b_tangent)
+
+
 def register() -> None:
     torch.library.register_fake("wheelops::add", _fake)
-    torch.library.register_autograd("wheelops::add", _backward, setup_context=_setup_context)
+    _autograd.register("add", setup_context=_setup_context, backward=_backward, jvp=_jvp)

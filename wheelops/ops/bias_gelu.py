@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _autograd, _checks
 
 __all__ = ["bias_gelu"]
 
@@ -36,7 +36,7 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
     (exact, erf) or ``"tanh"``, as in PyTorch. ``x + bias`` is not rounded to
     the input dtype before the GELU, so reduced-precision results are at least
     as accurate as eager PyTorch. The backward is one fused pass that returns
-    the gradients of ``x`` and ``bias`` (no double backward).
+    the gradients of ``x`` and ``bias`` (forward-mode AD too; no second derivatives).
 
     Example::
 
@@ -69,6 +69,7 @@ def _fake_backward(
 def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     x, bias, approximate = inputs
     ctx.save_for_backward(x, bias)
+    ctx.save_for_forward(x, bias)
     ctx.approximate = approximate
 
 
@@ -80,7 +81,27 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     return grad_x, grad_bias, None
 
 
+def _jvp(
+    ctx: Any, x_tangent: torch.Tensor | None, bias_tangent: torch.Tensor | None, _approx: None
+) -> torch.Tensor:
+    # gelu'(x + bias) * (dx + dbias): the backward's grad_x formula, with the summed
+    # tangent for grad.
+    x, bias = ctx.saved_tensors
+    tangent = _autograd.zero_if_none(x_tangent, x)
+    if bias_tangent is not None:
+        tangent = tangent + bias_tangent
+    grad_x, _ = torch.ops.wheelops.bias_gelu_backward.default(tangent, x, bias, ctx.approximate)
+    return grad_x
+
+
 def register() -> None:
     torch.library.register_fake("wheelops::bias_gelu", _fake)
     torch.library.register_fake("wheelops::bias_gelu_backward", _fake_backward)
-    torch.library.register_autograd("wheelops::bias_gelu", _backward, setup_context=_setup_context)
+    _autograd.register("bias_gelu", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    _autograd.register(
+        "bias_gelu_backward",
+        setup_context=_autograd.no_context,
+        backward=None,
+        jvp=None,
+        gradient_of="bias_gelu",
+    )

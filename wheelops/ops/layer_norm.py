@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks, _norm_checks
+from wheelops.ops import _autograd, _checks, _norm_checks, _vmap
 
 __all__ = ["layer_norm"]
 
@@ -35,7 +35,7 @@ def layer_norm(
     (float64 for float64 input) and each output is rounded once. The result is
     contiguous. For the backward only ``x``, ``weight`` and the per-row float32
     mean and rstd are saved (not the output); gradients are computed only for
-    the inputs that need them (no double backward).
+    the inputs that need them (forward-mode AD too; no second derivatives).
 
     Example::
 
@@ -86,6 +86,7 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     _out, mean, rstd = output
     ctx.mark_non_differentiable(mean, rstd)
     ctx.save_for_backward(x, weight, mean, rstd)
+    ctx.save_for_forward(x, weight, mean, rstd)
 
 
 def _backward(ctx: Any, grad: torch.Tensor, _grad_mean: Any, _grad_rstd: Any) -> tuple:
@@ -97,7 +98,41 @@ def _backward(ctx: Any, grad: torch.Tensor, _grad_mean: Any, _grad_rstd: Any) ->
     return grad_x, grad_weight, grad_bias, None
 
 
+def _jvp(
+    ctx: Any,
+    x_tangent: torch.Tensor | None,
+    weight_tangent: torch.Tensor | None,
+    bias_tangent: torch.Tensor | None,
+    _eps: None,
+) -> tuple:
+    # xhat = (x - mean) * rstd; dxhat = rstd * (dxc - xhat * mean(xhat * dxc)) with
+    # dxc = dx - mean(dx); dy = dxhat * w + xhat * dw + db. In the stats' precision.
+    x, weight, mean, rstd = ctx.saved_tensors
+    stats = mean.dtype
+    mean, rstd = mean.view(*x.shape[:-1], 1), rstd.view(*x.shape[:-1], 1)
+    xhat = (x.to(stats) - mean) * rstd
+    tangent = torch.zeros_like(xhat)
+    if x_tangent is not None:
+        centred = x_tangent.to(stats) - x_tangent.to(stats).mean(-1, keepdim=True)
+        tangent = rstd * (centred - xhat * (xhat * centred).mean(-1, keepdim=True))
+        if weight is not None:
+            tangent = tangent * weight.to(stats)
+    if weight_tangent is not None:
+        tangent = tangent + xhat * weight_tangent.to(stats)
+    if bias_tangent is not None:
+        tangent = tangent + bias_tangent.to(stats)
+    return tangent.to(x.dtype), None, None
+
+
 def register() -> None:
     torch.library.register_fake("wheelops::layer_norm", _fake)
     torch.library.register_fake("wheelops::layer_norm_backward", _fake_backward)
-    torch.library.register_autograd("wheelops::layer_norm", _backward, setup_context=_setup_context)
+    _autograd.register("layer_norm", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    _autograd.register(
+        "layer_norm_backward",
+        setup_context=_autograd.no_context,
+        backward=None,
+        jvp=None,
+        gradient_of="layer_norm",
+    )
+    _vmap.register_loop("layer_norm_backward")

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _autograd, _checks
 
 __all__ = ["lltm"]
 
@@ -152,6 +152,7 @@ def _fake_backward(
 def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     gates, old_cell = inputs
     ctx.save_for_backward(gates, old_cell)
+    ctx.save_for_forward(gates, old_cell)
 
 
 def _backward(ctx: Any, grad_h: torch.Tensor, grad_cell: torch.Tensor) -> tuple:
@@ -159,7 +160,34 @@ def _backward(ctx: Any, grad_h: torch.Tensor, grad_cell: torch.Tensor) -> tuple:
     return torch.ops.wheelops.lltm_gates_backward.default(grad_h, grad_cell, gates, old_cell)
 
 
+def _jvp(
+    ctx: Any, gates_tangent: torch.Tensor | None, cell_tangent: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # The gate math differentiated in float32 (float64 for float64), as the kernels compute.
+    gates, old_cell = (_checks.opmath(t) for t in ctx.saved_tensors)
+    dgates = _checks.opmath(_autograd.zero_if_none(gates_tangent, gates))
+    dcell = _checks.opmath(_autograd.zero_if_none(cell_tangent, old_cell))
+    input_gate, output_gate, candidate = gates.chunk(3, dim=1)
+    d_input, d_output, d_candidate = dgates.chunk(3, dim=1)
+    si, so = torch.sigmoid(input_gate), torch.sigmoid(output_gate)
+    elu = torch.nn.functional.elu(candidate)
+    d_elu = torch.where(candidate > 0, 1.0, elu + 1.0)  # elu' with alpha = 1
+    new_cell = old_cell + elu * si
+    tanh_cell = torch.tanh(new_cell)
+    d_new_cell = dcell + d_elu * d_candidate * si + elu * si * (1 - si) * d_input
+    d_new_h = (1 - tanh_cell.square()) * d_new_cell * so + tanh_cell * so * (1 - so) * d_output
+    dtype = ctx.saved_tensors[1].dtype
+    return d_new_h.to(dtype), d_new_cell.to(dtype)
+
+
 def register() -> None:
     torch.library.register_fake("wheelops::lltm_gates", _fake)
     torch.library.register_fake("wheelops::lltm_gates_backward", _fake_backward)
-    torch.library.register_autograd("wheelops::lltm_gates", _backward, setup_context=_setup_context)
+    _autograd.register("lltm_gates", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    _autograd.register(
+        "lltm_gates_backward",
+        setup_context=_autograd.no_context,
+        backward=None,
+        jvp=None,
+        gradient_of="lltm_gates",
+    )

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _autograd, _checks
 
 __all__ = ["relu_scale"]
 
@@ -38,6 +38,7 @@ def _fake(x: torch.Tensor, alpha: float) -> torch.Tensor:
 def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     x, alpha = inputs
     ctx.save_for_backward(x)
+    ctx.save_for_forward(x)
     ctx.alpha = alpha
 
 
@@ -52,11 +53,46 @@ def _fake_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.T
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     (x,) = ctx.saved_tensors
-    # One fused pass: alpha * grad where x > 0, else 0 (NaN included, as torch.relu).
+    # One fused pass: 0 where x <= 0, else alpha * grad (NaN passes it, as in torch.relu).
     return torch.ops.wheelops.relu_scale_backward.default(grad, x, ctx.alpha), None
+
+
+def _jvp(ctx: Any, x_tangent: torch.Tensor, _alpha: None) -> torch.Tensor:
+    # The derivative is diagonal: the tangent goes through the backward's formula.
+    (x,) = ctx.saved_tensors
+    return torch.ops.wheelops.relu_scale_backward.default(x_tangent, x, ctx.alpha)
+
+
+def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    _grad, x, alpha = inputs
+    ctx.save_for_backward(x)
+    ctx.save_for_forward(x)
+    ctx.alpha = alpha
+
+
+def _double_backward(ctx: Any, grad_grad_x: torch.Tensor) -> tuple:
+    # Linear in grad; its derivative in x is 0 wherever it exists (as torch.relu's).
+    (x,) = ctx.saved_tensors
+    grad_grad = torch.ops.wheelops.relu_scale_backward.default(grad_grad_x, x, ctx.alpha)
+    return grad_grad, None, None
+
+
+def _backward_jvp(
+    ctx: Any, grad_tangent: torch.Tensor | None, _x_tangent: torch.Tensor | None, _alpha: None
+) -> torch.Tensor:
+    (x,) = ctx.saved_tensors
+    grad_tangent = _autograd.zero_if_none(grad_tangent, x)
+    return torch.ops.wheelops.relu_scale_backward.default(grad_tangent, x, ctx.alpha)
 
 
 def register() -> None:
     torch.library.register_fake("wheelops::relu_scale", _fake)
     torch.library.register_fake("wheelops::relu_scale_backward", _fake_backward)
-    torch.library.register_autograd("wheelops::relu_scale", _backward, setup_context=_setup_context)
+    _autograd.register("relu_scale", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    _autograd.register(
+        "relu_scale_backward",
+        setup_context=_setup_backward_context,
+        backward=_double_backward,
+        jvp=_backward_jvp,
+        gradient_of="relu_scale",
+    )

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks, _norm_checks
+from wheelops.ops import _autograd, _checks, _norm_checks, _vmap
 
 __all__ = ["rms_norm"]
 
@@ -36,7 +36,7 @@ def rms_norm(
     float32 (float64 for float64 input) and each output is rounded once. The
     result is contiguous. For the backward only ``x``, ``weight`` and the
     per-row float32 rstd are saved; gradients are computed only for the inputs
-    that need them (no double backward).
+    that need them (forward-mode AD too; no second derivatives).
 
     Example::
 
@@ -85,6 +85,7 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     _out, rstd = output
     ctx.mark_non_differentiable(rstd)
     ctx.save_for_backward(x, weight, rstd)
+    ctx.save_for_forward(x, weight, rstd)
 
 
 def _backward(ctx: Any, grad: torch.Tensor, _grad_rstd: Any) -> tuple:
@@ -96,7 +97,35 @@ def _backward(ctx: Any, grad: torch.Tensor, _grad_rstd: Any) -> tuple:
     return grad_x, grad_weight, None
 
 
+def _jvp(
+    ctx: Any, x_tangent: torch.Tensor | None, weight_tangent: torch.Tensor | None, _eps: None
+) -> tuple:
+    # y = x * rstd * w; d(x * rstd) = rstd * (dx - x * rstd**2 * mean(x * dx)). In the
+    # stats' precision.
+    x, weight, rstd = ctx.saved_tensors
+    stats = rstd.dtype
+    rstd = rstd.view(*x.shape[:-1], 1)
+    xs = x.to(stats)
+    tangent = torch.zeros_like(xs)
+    if x_tangent is not None:
+        dx = x_tangent.to(stats)
+        tangent = rstd * (dx - xs * rstd.square() * (xs * dx).mean(-1, keepdim=True))
+        if weight is not None:
+            tangent = tangent * weight.to(stats)
+    if weight_tangent is not None:
+        tangent = tangent + xs * rstd * weight_tangent.to(stats)
+    return tangent.to(x.dtype), None
+
+
 def register() -> None:
     torch.library.register_fake("wheelops::rms_norm", _fake)
     torch.library.register_fake("wheelops::rms_norm_backward", _fake_backward)
-    torch.library.register_autograd("wheelops::rms_norm", _backward, setup_context=_setup_context)
+    _autograd.register("rms_norm", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    _autograd.register(
+        "rms_norm_backward",
+        setup_context=_autograd.no_context,
+        backward=None,
+        jvp=None,
+        gradient_of="rms_norm",
+    )
+    _vmap.register_loop("rms_norm_backward")

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _autograd, _checks
 
 __all__ = ["silu_and_mul"]
 
@@ -74,6 +74,7 @@ def _fake_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     (x,) = inputs
     ctx.save_for_backward(x)
+    ctx.save_for_forward(x)
 
 
 def _backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
@@ -81,9 +82,24 @@ def _backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
     return torch.ops.wheelops.silu_and_mul_backward.default(grad, x)
 
 
+def _jvp(ctx: Any, x_tangent: torch.Tensor) -> torch.Tensor:
+    # silu'(a) * b * da + silu(a) * db: the backward with grad = 1 gives both factors.
+    (x,) = ctx.saved_tensors
+    ones = x.new_ones(_output_shape(x))
+    factors = torch.ops.wheelops.silu_and_mul_backward.default(ones, x)
+    d = x.shape[-1] // 2
+    tangent = _checks.opmath(factors) * _checks.opmath(x_tangent)
+    return (tangent[..., :d] + tangent[..., d:]).to(x.dtype)
+
+
 def register() -> None:
     torch.library.register_fake("wheelops::silu_and_mul", _fake)
     torch.library.register_fake("wheelops::silu_and_mul_backward", _fake_backward)
-    torch.library.register_autograd(
-        "wheelops::silu_and_mul", _backward, setup_context=_setup_context
+    _autograd.register("silu_and_mul", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    _autograd.register(
+        "silu_and_mul_backward",
+        setup_context=_autograd.no_context,
+        backward=None,
+        jvp=None,
+        gradient_of="silu_and_mul",
     )

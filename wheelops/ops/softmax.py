@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _autograd, _checks
 
 __all__ = ["softmax"]
 
@@ -67,7 +67,8 @@ def _fake_backward(grad: torch.Tensor, out: torch.Tensor, dim: int) -> torch.Ten
 
 def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     _, dim = inputs
-    ctx.save_for_backward(output)  # the output alone determines the gradient
+    ctx.save_for_backward(output)  # the output alone determines both derivatives
+    ctx.save_for_forward(output)
     ctx.dim = dim
 
 
@@ -76,7 +77,58 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     return torch.ops.wheelops.softmax_backward.default(grad, out, ctx.dim), None
 
 
+def _jvp(ctx: Any, x_tangent: torch.Tensor | None, _dim: None) -> torch.Tensor:
+    # The Jacobian diag(y) - y y^T is symmetric: the JVP is the backward's formula.
+    (out,) = ctx.saved_tensors
+    return torch.ops.wheelops.softmax_backward.default(x_tangent, out, ctx.dim)
+
+
+def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    grad, out, dim = inputs
+    ctx.save_for_backward(grad, out)
+    ctx.save_for_forward(grad, out)
+    ctx.dim = dim
+
+
+def _double_backward(ctx: Any, grad_grad_x: torch.Tensor) -> tuple:
+    # grad_x = y * (g - sum(g * y)): linear in g with the same symmetric Jacobian, and
+    # d/dy gives gg * (g - sum(g * y)) - g * sum(gg * y); computed in float32 or wider.
+    grad, out = ctx.saved_tensors
+    grad_grad = None
+    if ctx.needs_input_grad[0]:
+        grad_grad = torch.ops.wheelops.softmax_backward.default(grad_grad_x, out, ctx.dim)
+    grad_out = None
+    if ctx.needs_input_grad[1]:
+        g, y, gg = (_checks.opmath(t) for t in (grad, out, grad_grad_x))
+        dot = (g * y).sum(ctx.dim, keepdim=True)
+        grad_out = (gg * (g - dot) - g * (gg * y).sum(ctx.dim, keepdim=True)).to(out.dtype)
+    return grad_grad, grad_out, None
+
+
+def _backward_jvp(
+    ctx: Any, grad_tangent: torch.Tensor | None, out_tangent: torch.Tensor | None, _dim: None
+) -> torch.Tensor:
+    # d[y * (g - sum(g * y))] = dy * (g - sum(g * y)) + y * (dg - sum(dg * y) - sum(g * dy))
+    grad, out = ctx.saved_tensors
+    g, y = _checks.opmath(grad), _checks.opmath(out)
+    dg = _checks.opmath(_autograd.zero_if_none(grad_tangent, grad))
+    dy = _checks.opmath(_autograd.zero_if_none(out_tangent, out))
+    dim = ctx.dim
+    dot = (g * y).sum(dim, keepdim=True)
+    tangent = dy * (g - dot) + y * (
+        dg - (dg * y).sum(dim, keepdim=True) - (g * dy).sum(dim, keepdim=True)
+    )
+    return tangent.to(out.dtype)
+
+
 def register() -> None:
     torch.library.register_fake("wheelops::softmax", _fake)
     torch.library.register_fake("wheelops::softmax_backward", _fake_backward)
-    torch.library.register_autograd("wheelops::softmax", _backward, setup_context=_setup_context)
+    _autograd.register("softmax", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    _autograd.register(
+        "softmax_backward",
+        setup_context=_setup_backward_context,
+        backward=_double_backward,
+        jvp=_backward_jvp,
+        gradient_of="softmax",
+    )

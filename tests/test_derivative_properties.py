@@ -1,0 +1,105 @@
+"""Property tests (hypothesis) of every op's derivatives beyond the first backward:
+forward-mode AD (torch.func.jvp) against eager's JVP in float64, second
+derivatives against eager's (or the op's clear refusal), and gradients at NaN
+inputs against eager's, over drawn shapes, memory layouts and values (issue #14).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _derivative_cases import CASE_IDS, CASES, Case, outputs
+from _helpers import DEVICES, randn
+from _strategies import apply_layout, layouts, seeds, shapes, sizes
+from hypothesis import given
+from hypothesis import strategies as st
+
+# A tangent's error is relative to its largest value: JVPs of normalizations cancel.
+JVP_TOLERANCE = {torch.float64: 1e-10, torch.float32: 2e-4}
+
+
+# torch.func.jvp cannot make a dual of an expanded (stride 0) primal: every other layout.
+LAYOUTS = ("contiguous", "permuted", "sliced", "offset")
+
+
+def _draw_inputs(
+    data: st.DataObject, case: Case, device: str, dtype: torch.dtype
+) -> tuple[torch.Tensor, ...]:
+    shape = data.draw(shapes(device, min_rank=1, max_rank=3, last=sizes(48, min_size=1)))
+    seed = data.draw(seeds, label="seed")
+    inputs = case.inputs(shape, dtype, device, seed)
+    return tuple(apply_layout(t, data.draw(layouts(tuple(t.shape), LAYOUTS))) for t in inputs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+@given(data=st.data())
+def test_jvp_matches_eager_float64(case: Case, device: str, data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from([torch.float64, torch.float32]), label="dtype")
+    primals = _draw_inputs(data, case, device, dtype)
+    seed = data.draw(seeds, label="tangent seed")
+    tangents = tuple(randn(t.shape, dtype, device, seed + i) for i, t in enumerate(primals))
+    _, got = torch.func.jvp(case.wheelops, primals, tangents)
+    _, want = torch.func.jvp(
+        case.eager, tuple(t.double() for t in primals), tuple(t.double() for t in tangents)
+    )
+    for g, w in zip(outputs(got), outputs(want), strict=True):
+        assert g.dtype == dtype and g.shape == w.shape
+        scale = w.abs().max().item() + 1.0 if w.numel() else 1.0
+        torch.testing.assert_close(g.double(), w, atol=JVP_TOLERANCE[dtype] * scale, rtol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+@given(data=st.data())
+def test_second_derivatives_match_eager_or_refuse(
+    case: Case, device: str, data: st.DataObject
+) -> None:
+    inputs = tuple(t.requires_grad_() for t in _draw_inputs(data, case, device, torch.float64))
+    weights = randn(outputs(case.eager(*inputs))[0].shape, torch.float64, device, seed=1)
+
+    def double_backward(fn):
+        # Zeros where a second derivative vanishes (add's everywhere; relu's), however
+        # autograd reports it (None, zeros, or a total that needs no grad).
+        grads = torch.autograd.grad(
+            (outputs(fn(*inputs))[0] * weights).sum(), inputs, create_graph=True
+        )
+        total = sum((g * g).sum() for g in grads)
+        if not total.requires_grad:
+            return tuple(torch.zeros_like(t) for t in inputs)
+        second = torch.autograd.grad(total, inputs, allow_unused=True)
+        return tuple(
+            torch.zeros_like(t) if s is None else s for s, t in zip(second, inputs, strict=True)
+        )
+
+    if not case.second_order:
+        with pytest.raises(NotImplementedError, match=f"wheelops.{case.backward_op} does not"):
+            double_backward(case.wheelops)
+        return
+    for g, w in zip(double_backward(case.wheelops), double_backward(case.eager), strict=True):
+        torch.testing.assert_close(g, w, atol=1e-10, rtol=1e-8)
+
+
+NAN_CASES = [c for c in CASES if c.name in ("add", "relu_scale", "bias_gelu", "silu_and_mul")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", NAN_CASES, ids=[c.name for c in NAN_CASES])
+@given(data=st.data())
+def test_gradients_at_nan_inputs_are_eagers(case: Case, device: str, data: st.DataObject) -> None:
+    # Where eager's gradient is NaN, so is wheelops'; where eager passes a finite one
+    # (relu at NaN, add), wheelops gives the same number.
+    inputs = list(_draw_inputs(data, case, device, torch.float64))
+    mask_seed = data.draw(seeds, label="NaN positions")
+    generator = torch.Generator().manual_seed(mask_seed)
+    hit = torch.rand(tuple(inputs[0].shape), generator=generator) < 0.3
+    inputs[0] = torch.where(hit.to(device), torch.nan, inputs[0])
+    grad_seed = data.draw(seeds, label="grad seed")
+
+    def gradients(fn):
+        leaves = [t.detach().clone().requires_grad_() for t in inputs]
+        out = outputs(fn(*leaves))[0]
+        return torch.autograd.grad(out, leaves, randn(out.shape, out.dtype, device, grad_seed))
+
+    for g, w in zip(gradients(case.wheelops), gradients(case.eager), strict=True):
+        torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10, equal_nan=True)

@@ -1,0 +1,180 @@
+"""Derivatives of every op against eager PyTorch and numerical differences: reverse
+mode, forward mode (torch.func.jvp, torch.autograd.forward_ad), torch.func's
+transforms, second derivatives where an op has them, and a clear error naming
+the op and the transform where it has not (issue #14: forward-mode AD gave zero
+tangents, double backward zeros, raw backward ops gradients of None, silently).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+from _derivative_cases import CASE_IDS, CASES, Case, outputs
+from _helpers import DEVICES, randn
+from torch.autograd import gradcheck, gradgradcheck
+
+import wheelops
+
+SHAPE = (3, 6)
+
+
+def _detached(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return tuple(t.detach() for t in inputs)
+
+
+def _tangents(inputs: tuple[torch.Tensor, ...], seed: int = 100) -> tuple[torch.Tensor, ...]:
+    return tuple(randn(t.shape, t.dtype, t.device.type, seed + i) for i, t in enumerate(inputs))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_gradcheck_reverse_and_forward_mode(case: Case, device: str) -> None:
+    inputs = case.make(SHAPE, torch.float64, device, seed=1)
+    assert gradcheck(
+        case.wheelops,
+        inputs,
+        check_forward_ad=True,
+        check_backward_ad=True,
+        check_batched_grad=False,
+        check_undefined_grad=True,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_jvp_matches_eager(case: Case, device: str) -> None:
+    primals = _detached(case.make(SHAPE, torch.float64, device, seed=2))
+    tangents = _tangents(primals)
+    _, got = torch.func.jvp(case.wheelops, primals, tangents)
+    _, want = torch.func.jvp(case.eager, primals, tangents)
+    for g, w in zip(outputs(got), outputs(want), strict=True):
+        assert g.abs().max() > 0  # the issue's zero tangent
+        torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10)
+    # torch.autograd.forward_ad, and a tangent on one input only.
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(primals[0], tangents[0]), *primals[1:]]
+        dual_out = outputs(case.wheelops(*duals))
+        got_one = [fwAD.unpack_dual(o).tangent for o in dual_out]
+    _, want_one = torch.func.jvp(
+        lambda first: case.eager(first, *primals[1:]), (primals[0],), (tangents[0],)
+    )
+    for g, w in zip(got_one, outputs(want_one), strict=True):
+        assert g is not None
+        torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_torch_func_transforms_match_eager(case: Case) -> None:
+    primals = _detached(case.make(SHAPE, torch.float64, "cpu", seed=3))
+
+    def first_output(fn):
+        return lambda *args: outputs(fn(*args))[0]
+
+    for transform in (torch.func.jacrev, torch.func.jacfwd):
+        got = transform(first_output(case.wheelops))(*primals)
+        want = transform(first_output(case.eager))(*primals)
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10)
+    got = torch.func.vmap(first_output(case.wheelops))(*(t.unsqueeze(0) for t in primals))
+    torch.testing.assert_close(got[0], first_output(case.eager)(*primals))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_second_derivatives_or_a_clear_error(case: Case, device: str) -> None:
+    inputs = case.make(SHAPE, torch.float64, device, seed=4)
+    if case.second_order:
+        assert gradgradcheck(case.wheelops, inputs, check_fwd_over_rev=True)
+        return
+    grads = torch.autograd.grad(
+        outputs(case.wheelops(*inputs))[0].square().sum(), inputs, create_graph=True
+    )
+    prefix = f"wheelops.{case.backward_op} does not support"
+    with pytest.raises(NotImplementedError, match=f"^{prefix} backward: it is the gradient"):
+        torch.autograd.grad(sum(g.square().sum() for g in grads), inputs)
+    primals = _detached(inputs)
+
+    def loss(*args):
+        return outputs(case.wheelops(*args))[0].square().sum()
+
+    with pytest.raises(NotImplementedError, match=f"^{prefix} forward-mode AD: it is the"):
+        torch.func.jacfwd(torch.func.jacrev(loss))(*primals)
+
+
+def test_softmax_double_backward_is_eagers():
+    # The issue's reproduction: this gave zeros, with only a UserWarning.
+    x = randn((4, 5), torch.float64, "cpu", seed=5)
+    g = randn((4, 5), torch.float64, "cpu", seed=6)
+    results = []
+    for softmax in (wheelops.softmax, torch.softmax):
+        leaf = x.clone().requires_grad_()
+        (gx,) = torch.autograd.grad(softmax(leaf, 0), leaf, g, create_graph=True)
+        (ggx,) = torch.autograd.grad(gx.pow(2).sum(), leaf)
+        results.append(ggx)
+    assert results[1].abs().max() > 0.01
+    torch.testing.assert_close(results[0], results[1], atol=1e-12, rtol=1e-10)
+
+
+def test_hessians_match_eager():
+    x = randn((6,), torch.float64, "cpu", seed=7)
+    for fn, eager in (
+        (wheelops.softmax, lambda a: torch.softmax(a, -1)),
+        (lambda a: wheelops.relu_scale(a, 2.0), lambda a: torch.relu(a) * 2.0),
+    ):
+        want = torch.autograd.functional.hessian(lambda a, e=eager: e(a).pow(3).sum(), x)
+        for hessian in (
+            lambda f: torch.autograd.functional.hessian(f, x),
+            lambda f: torch.func.hessian(f)(x),
+            lambda f: torch.func.jacrev(torch.func.jacrev(f))(x),
+        ):
+            got = hessian(lambda a, f=fn: f(a).pow(3).sum())
+            torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10)
+
+
+def _backward_op_calls(device: str) -> dict[str, tuple]:
+    g = randn((3, 4), torch.float64, device, seed=8)
+    x = randn((3, 4), torch.float64, device, seed=9)
+    y = torch.softmax(x, -1)
+    return {
+        "relu_scale_backward": (g, x, 2.0),
+        "softmax_backward": (g, y, -1),
+        "bias_gelu_backward": (g, x, randn((4,), torch.float64, device, 10), "none"),
+        "silu_and_mul_backward": (g[:, :2], x),
+        "layer_norm_backward": (
+            g, x, x.mean(-1), x.var(-1, unbiased=False).add(1e-5).rsqrt(),
+            None, True, False, False,
+        ),
+        "rms_norm_backward": (g, x, x.pow(2).mean(-1).add(1e-6).rsqrt(), None, True, False),
+        "lltm_gates_backward": (g[:, :1], g[:, :1], randn((3, 3), torch.float64, device, 11),
+                                x[:, :1]),
+    }  # fmt: skip
+
+
+def _eager_backward_formula(name: str, g, x, alpha_or_dim):
+    if name == "relu_scale_backward":
+        return torch.where(x <= 0, torch.zeros_like(g), g * alpha_or_dim)
+    return x * (g - (g * x).sum(alpha_or_dim, keepdim=True))  # softmax: x is the output
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_raw_backward_ops_under_autograd(device: str) -> None:
+    # Each backward op differentiates as its formula does (relu_scale, softmax) or
+    # raises when a gradient is asked of it; none hands back None or zeros in silence.
+    for name, args in _backward_op_calls(device).items():
+        leaves = [a.clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+        result = getattr(torch.ops.wheelops, name).default(*leaves)
+        first = outputs(result)[0]
+        tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+        if name in ("relu_scale_backward", "softmax_backward"):
+            got = torch.autograd.grad(first.square().sum(), tensors[:2], allow_unused=True)
+            copies = [t.detach().clone().requires_grad_() for t in tensors[:2]]
+            want_out = _eager_backward_formula(name, *copies, args[2])
+            want = torch.autograd.grad(want_out.square().sum(), copies, allow_unused=True)
+            assert got[0] is not None
+            for g_, w_ in zip(got, want, strict=True):
+                assert (g_ is None) == (w_ is None)
+                if g_ is not None:
+                    torch.testing.assert_close(g_, w_, atol=1e-12, rtol=1e-10)
+        else:
+            with pytest.raises(NotImplementedError, match=f"^wheelops.{name} does not support"):
+                first.sum().backward()

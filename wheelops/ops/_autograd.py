@@ -1,0 +1,144 @@
+"""One autograd kernel per op: reverse mode, forward mode (JVP), and a clear refusal
+of every derivative an op does not have.
+
+torch.library.register_autograd covers reverse mode only: a tangent passed by
+torch.func.jvp or torch.autograd.forward_ad went through it unseen and came out
+as zero, and a backward op without a kernel of its own claimed a gradient it
+could not give (double backward returned zeros). Here every differentiable op
+gets both derivatives, and every op without one (the backward ops, unless they
+have a formula) raises, naming the op and the transform, the moment a gradient
+or a tangent would flow through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import _C
+from torch._functorch.utils import enable_single_level_autograd_function
+from torch.autograd import forward_ad
+from torch.autograd.forward_ad import _set_fwd_grad_enabled
+from torch.autograd.function import _SingleLevelFunction
+
+_LIBRARY = torch.library.Library("wheelops", "FRAGMENT")  # kept alive: it holds the kernels
+
+Formula = Callable[..., Any]
+
+_SECOND_ORDER = {
+    "backward": "double backward: a gradient taken with create_graph=True, then differentiated",
+    "forward-mode AD": "forward-over-reverse, e.g. torch.func.hessian or jacfwd(jacrev(f))",
+}
+
+
+def unsupported(op: str, transform: str, gradient_of: str | None) -> NotImplementedError:
+    message = f"wheelops.{op} does not support {transform}"
+    if gradient_of is not None:
+        message += (
+            f": it is the gradient of wheelops.{gradient_of}, so this asks for a second "
+            f"derivative of wheelops.{gradient_of} ({_SECOND_ORDER[transform]}), which it "
+            "does not have. Take first derivatives only; README's 'Derivatives' table lists "
+            "what each op supports"
+        )
+    return NotImplementedError(message)
+
+
+def _wants_gradient(args: tuple) -> bool:
+    return _C.is_grad_enabled() and _C._any_requires_grad(*args)
+
+
+def _may_carry_tangents() -> bool:
+    # A dual level of torch.autograd.forward_ad, or a torch.func transform (its jvp is
+    # forward AD on levels of its own), is active: then autograd.Function looks for
+    # tangents on the inputs itself.
+    return forward_ad._current_level >= 0 or _C._functorch.maybe_current_level() is not None
+
+
+def register(
+    op: str,
+    *,
+    setup_context: Callable[[Any, tuple, Any], None],
+    backward: Formula | None,
+    jvp: Formula | None,
+    gradient_of: str | None = None,
+) -> None:
+    """The Autograd kernel of wheelops::`op`.
+
+    ``setup_context(ctx, inputs, output)`` saves what the formulas need (tensors for
+    ``jvp`` with ``ctx.save_for_forward``); ``backward(ctx, *grads)`` returns one
+    gradient per input; ``jvp(ctx, *tangents)`` gets one tangent (or None) per input
+    and returns the outputs'. A formula left None makes that transform raise
+    NotImplementedError; ``gradient_of`` names the forward op of a backward op, for
+    the message.
+    """
+    overload = getattr(torch.ops.wheelops, op).default
+    # The dispatcher drops trailing arguments equal to their defaults; the formulas
+    # get every input.
+    defaults = tuple(argument.default_value for argument in overload._schema.arguments)
+
+    def redispatch(keyset: _C.DispatchKeySet, args: tuple) -> Any:
+        with _C._AutoDispatchBelowAutograd():
+            return overload.redispatch(keyset & _C._after_autograd_keyset, *args)
+
+    def forward(*args: Any) -> Any:
+        *inputs, keyset = args
+        if _C._functorch.maybe_current_level() is None:
+            return redispatch(keyset, tuple(inputs))
+        # Inside a torch.func transform the redispatch goes on to the transforms below
+        # this one (jacrev(jacrev(f)) differentiates the op again there), with the
+        # derivatives back on that the Function turned off for its forward, as
+        # torch.func does for its own Functions.
+        with torch.enable_grad(), _set_fwd_grad_enabled(True):
+            return redispatch(keyset, tuple(inputs))
+
+    def setup(ctx: Any, inputs: tuple, output: Any) -> None:
+        setup_context(ctx, inputs[:-1], output)
+
+    def backward_with_keyset(ctx: Any, *grads: Any) -> tuple:
+        if backward is None:
+            raise unsupported(op, "backward", gradient_of)
+        result = backward(ctx, *grads)
+        return (*(result if isinstance(result, tuple) else (result,)), None)
+
+    def jvp_without_keyset(ctx: Any, *tangents: Any) -> Any:
+        if jvp is None:
+            raise unsupported(op, "forward-mode AD", gradient_of)
+        return jvp(ctx, *tangents[:-1])
+
+    function = type(
+        f"wheelops_{op}",
+        (_SingleLevelFunction,),
+        {
+            "forward": staticmethod(forward),
+            "setup_context": staticmethod(setup),
+            "backward": staticmethod(backward_with_keyset),
+            "jvp": staticmethod(jvp_without_keyset),
+        },
+    )
+
+    def apply(keyset: _C.DispatchKeySet, args: tuple) -> Any:
+        # This kernel runs below the torch.func transforms, which have already given the
+        # tensors of their level: apply the Function at that level, as torch.func does
+        # for its own (Function.apply would hand the call back to the transforms).
+        with enable_single_level_autograd_function():
+            return function.apply(*args, *defaults[len(args) :], keyset)
+
+    def kernel(keyset: _C.DispatchKeySet, *args: Any) -> Any:
+        # A missing formula raises when a derivative is asked of it, not here: calling a
+        # backward op with inputs that require grad is fine until something
+        # differentiates through it.
+        if _wants_gradient(args) or _may_carry_tangents():
+            return apply(keyset, args)
+        return redispatch(keyset, args)
+
+    _LIBRARY.impl(op, kernel, "Autograd", with_keyset=True)
+
+
+def zero_if_none(tangent: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """A JVP input's tangent, zeros where the input has none."""
+    return torch.zeros_like(like) if tangent is None else tangent
+
+
+def no_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    """setup_context of an op whose formulas need nothing saved (or that has none)."""
