@@ -1,14 +1,15 @@
 """Refuse a native library that carries its own copy of the C++ runtime.
 
 A torch extension must share the process's one libstdc++ (and unwinder) with
-torch. A compiler that links libstdc++ statically into shared libraries (a
-wrapper adding -static-libstdc++, seen on the GPU machine's /opt/gcc/bin/g++)
-gives the library a private, half-interposed copy of the runtime: iostreams
-state and locales from one copy, functions from the other. There an argument
-check formats its message with garbage ("got [ and ["), or crashes with
-SIGSEGV (with -Bsymbolic-functions, as Ubuntu's Python links extensions),
-instead of raising. flags.link_flags() asks for the shared runtime; this check
-proves the linker gave it, for every compiler.
+torch. A compiler that links libstdc++ statically into shared libraries gives
+the library a private, half-interposed copy of the runtime: iostreams state
+and locales from one copy, functions from the other. There an argument check
+formats its message with garbage ("got [ and ["), or crashes with SIGSEGV
+(with -Bsymbolic-functions, as Ubuntu's Python links extensions), instead of
+raising. The GPU machine's /opt/gcc/bin/g++ is such a compiler without saying
+so: its wrapper puts a library directory holding only libstdc++.a first
+(-B/opt/gcc/lib/gcc/x86_64-linux-gnu/13/). flags.cxx_runtime_link_flags() names
+the shared runtime; this check proves the linker took it, for every compiler.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def check_shared_cxx_runtime(library: Path, compiler: str) -> str:
             f"instead of the shared {SHARED_CXX_RUNTIME} that torch uses (compiler: "
             f"{compiler}). Such a library crashes or garbles its error messages when an "
             "argument check throws. The compiler links the C++ runtime statically into "
-            "shared libraries (a -static-libstdc++ or -static-libgcc in its wrapper or specs); "
-            "build with one that links it dynamically, e.g. CXX=/usr/bin/g++ CC=/usr/bin/gcc."
+            "shared libraries (-static-libstdc++ or -static-libgcc in its wrapper or specs, "
+            "or no libstdc++.so.6 / libgcc_s.so.1 where its linker looks); build with one "
+            "that links it dynamically, e.g. CXX=/usr/bin/g++ CC=/usr/bin/gcc."
         )
     if SHARED_CXX_RUNTIME in facts.needed:
         return f"{SHARED_CXX_RUNTIME} (shared)"

@@ -29,13 +29,14 @@ def nvcc_flags() -> list[str]:
 
 
 def cxx_runtime_link_flags() -> list[str]:
-    # The shared libstdc++ and unwinder, whatever the compiler's own defaults: a
-    # copy linked into the library (-static-libstdc++ in a compiler wrapper) is
-    # half-interposed by torch's and crashes on the first throw that formats a
-    # number. build_tools/cxx_runtime.py checks the result.
-    # Named before the compiler's own runtime libraries, so they satisfy every
-    # reference and a static archive the compiler adds later has nothing to give.
-    return ["-Wl,--push-state,-Bdynamic,-lstdc++,-lgcc_s,--pop-state"]
+    # The shared libstdc++ and unwinder, whatever the compiler's defaults: a copy
+    # linked into the library is half-interposed by torch's and crashes on the
+    # first throw that formats a number. Named by file, before the compiler's own
+    # runtime libraries, so they satisfy every reference even where the compiler's
+    # directories hold only the static archives (the GPU machine's /opt/gcc puts
+    # such a directory first), and a static archive added later has nothing to
+    # give. build_tools/cxx_runtime.py checks the result.
+    return ["-Wl,--push-state,-Bdynamic,-l:libstdc++.so.6,-l:libgcc_s.so.1,--pop-state"]
 
 
 def link_flags() -> list[str]:

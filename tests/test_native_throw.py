@@ -1,11 +1,13 @@
 """An argument check that throws in native code reaches Python as a RuntimeError
 with its whole message, whatever compiler built the library (issue #13).
 
-The GPU machine's compiler (/opt/gcc/bin/g++, a g++ 13.3 that links libstdc++
-statically into shared libraries), with Ubuntu's -Bsymbolic-functions, gave the
-libraries a private, half-interposed C++ runtime: every native check crashed
-the interpreter with SIGSEGV. Here the same compiler is a wrapper around this
-machine's g++; the checks run in fresh processes, where a crash is a failure.
+The GPU machine's compiler, /opt/gcc/bin/g++ (a wrapper around g++ 13.3 that puts
+a library directory holding only libstdc++.a first), with Ubuntu Python's
+-Bsymbolic-functions, linked the C++ runtime statically into the libraries, a
+private, half-interposed copy: every native check crashed the interpreter with
+SIGSEGV. Here the same kind of compiler wraps this machine's g++ (that directory,
+and -static-libstdc++ -static-libgcc for good measure); the checks run in fresh
+processes, where a crash is a failure.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from _checkout import REPO, checkout_copy
 import wheelops
 
 TESTS = Path(__file__).resolve().parent
-# What /opt/gcc/bin/g++ on the GPU machine does to a link, on top of a plain g++.
+# What the link gets on the GPU machine, besides /opt/gcc's static-only directory.
 STATIC_RUNTIME_FLAGS = "-static-libstdc++ -static-libgcc -Wl,-Bsymbolic-functions"
 
 
@@ -35,8 +37,16 @@ def _compiler() -> str:
 
 
 def _static_runtime_compiler(where: Path) -> Path:
+    """A g++ that links the C++ runtime statically into shared libraries, as /opt/gcc's."""
+    cxx = _compiler()
+    archive = subprocess.run(
+        [cxx, "-print-file-name=libstdc++.a"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    static_only = where / "static-only"
+    static_only.mkdir()
+    shutil.copy(archive, static_only / "libstdc++.a")
     wrapper = where / "static-runtime-g++"
-    wrapper.write_text(f'#!/bin/sh\nexec {_compiler()} "$@" {STATIC_RUNTIME_FLAGS}\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {cxx} -B{static_only}/ "$@" {STATIC_RUNTIME_FLAGS}\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     return wrapper
 
