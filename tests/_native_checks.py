@@ -24,6 +24,7 @@ from collections.abc import Callable
 import torch
 
 import wheelops
+from wheelops import _native
 
 ops = torch.ops.wheelops
 
@@ -129,10 +130,15 @@ def registered_ops() -> set[str]:
     }
 
 
+def _cuda_kernels_loaded() -> bool:
+    libraries = _native.loaded()
+    return torch.cuda.is_available() and libraries is not None and libraries.cuda is not None
+
+
 def run() -> tuple[int, list[str]]:
     """How many bad calls were made, and every failure as a line."""
     made, failures = 0, []
-    devices = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+    devices = ["cpu", *(["cuda"] if _cuda_kernels_loaded() else [])]
     for device in devices:
         calls = _calls(device)
         missing = registered_ops() - {name for name, _, _ in calls}
