@@ -116,11 +116,6 @@ __device__ __forceinline__ A rstd_of(A sum_sq, int64_t cols, A eps) {
 
 // ---------------------------------------------------------------- forward
 
-// The row's first value, the shift of its mean: mean = shift + offset with
-// offset = mean(x - shift), and centred values are (x - shift) - offset. A
-// constant row centres to exactly 0 (and normalizes to 0), and a large mean with
-// a small spread loses nothing to cancellation. Every thread of the row reads
-// the same address (one cached load).
 // rstd from the row's sums of d and d^2 over the centred values d. layer_norm
 // also folds sum(d) back into the offset (the corrected two-pass algorithm:
 // the first pass's rounding is measured and removed), reduced with d^2 at no
@@ -141,6 +136,11 @@ __device__ __forceinline__ A centred_rstd(
   return rstd_of(sum_sq, cols, eps);
 }
 
+// The row's first value, the shift of its mean: mean = shift + offset with
+// offset = mean(x - shift), and centred values are (x - shift) - offset. A
+// constant row centres to exactly 0 (and normalizes to 0), and a large mean with
+// a small spread loses nothing to cancellation. Every thread of the row reads
+// the same address (one cached load).
 template <typename T, typename A>
 __device__ __forceinline__ A row_shift(const T* __restrict__ xr, int64_t cols) {
   return cols > 0 ? static_cast<A>(xr[0]) : A(0);
