@@ -7,8 +7,9 @@
 // * Rows that fit are held in registers: each thread loads kN 16-byte vectors
 //   of its row (columns tx, tx + TX, ... in vector units, so a warp's loads are
 //   contiguous) and keeps them as raw T (half the registers of float for
-//   16-bit types). The mean and then the centred variance are computed from
-//   registers: two exact passes, no sum-of-squares cancellation, one read.
+//   16-bit types). The mean (shifted by the row's first value) and then the
+//   centred variance, corrected by the centred sum, are computed from registers:
+//   two passes, no sum-of-squares cancellation, one read.
 // * A row is handled by TX threads (a warp, or a whole block for long rows;
 //   TX and kN are picked from the row length on the host so each thread does
 //   1-4 vectors). Short rows put TY rows in one block so blocks stay large.
