@@ -48,25 +48,36 @@ def package(tmp_path: Path) -> Path:
     return installed_copy(tmp_path)
 
 
-def assert_refused(result, *words: str) -> None:
+def assert_refused(package: Path, result, *words: str) -> None:
     assert result.returncode == 1, (result.returncode, result.stderr[-3000:])  # not a signal
     assert "wheelops.CompatibilityError" in result.stderr or "CompatibilityError" in result.stderr
     message = result.stderr[result.stderr.index("CompatibilityError") :]
     for word in words:
         assert word in message, (word, message)
     assert "\n  fix:   " in message, message
+    # Import and doctor agree: where import refuses, `python -m wheelops` exits 1.
+    report = doctor_report(package, expected_status=1)
+    assert report["verdict"] == "fatal", report["findings"]
+
+
+def doctor_report(package: Path, expected_status: int) -> dict:
+    result = run_python(package, "-m", "wheelops", "--json")
+    assert result.returncode == expected_status, (result.stdout[-3000:], result.stderr[-3000:])
+    return json.loads(result.stdout)
 
 
 def test_a_faithful_copy_imports_and_runs(package):
     result = run_python(package, "-c", RUN_AN_OP)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[2.0, 2.0]"
+    assert doctor_report(package, expected_status=0)["verdict"] in ("ok", "degraded")
 
 
 def test_missing_mangled_c10_symbol_is_a_torch_abi_mismatch(package, broken):
     (package / SLOT).write_bytes(broken["missing_c10_symbol"].read_bytes())
     result = run_python(package, "-c", "import wheelops")
     assert_refused(
+        package,
         result,
         MISSING_C10_SYMBOL,  # demangled, not _ZN3c10...
         f"which torch {torch.__version__} does not have",
@@ -82,33 +93,35 @@ def test_absent_needed_cuda_runtime_is_a_cuda_major_mismatch(package, broken):
     (package / SLOT).write_bytes(broken["needs_cudart12"].read_bytes())
     result = run_python(package, "-c", "import wheelops")
     torch_side = f"brings CUDA {torch.version.cuda}" if CUDA_TORCH else "has no CUDA runtime"
-    assert_refused(result, "needs libcudart.so.12, the CUDA 12 runtime", torch_side, REINSTALL)
+    assert_refused(
+        package, result, "needs libcudart.so.12, the CUDA 12 runtime", torch_side, REINSTALL
+    )
 
 
 def test_truncated_library_is_refused_before_dlopen(package):
     # dlopen of this file dies of SIGBUS; the guard must stop first.
     truncated(package / SLOT, package / SLOT)
     result = run_python(package, "-c", "import wheelops")
-    assert_refused(result, f"{SLOT} is truncated", REINSTALL)
+    assert_refused(package, result, f"{SLOT} is truncated", REINSTALL)
 
 
 def test_library_for_another_cpu_is_named(package):
     code, other = OTHER_MACHINE
     patched(package / SLOT, package / SLOT, 18, code)
     result = run_python(package, "-c", "import wheelops")
-    assert_refused(result, f"was built for {other}; this machine is {platform.machine()}")
+    assert_refused(package, result, f"was built for {other}; this machine is {platform.machine()}")
 
 
 def test_32_bit_library_is_named(package):
     patched(package / SLOT, package / SLOT, 4, b"\x01")
     result = run_python(package, "-c", "import wheelops")
-    assert_refused(result, "is a 32-bit library; this Python is 64-bit", "64-bit Python")
+    assert_refused(package, result, "is a 32-bit library; this Python is 64-bit", "64-bit Python")
 
 
 def test_missing_library_file(package):
     (package / SLOT).unlink()
     result = run_python(package, "-c", "import wheelops")
-    assert_refused(result, f"{package / SLOT.split('.')[0]}*.so does not exist", REINSTALL)
+    assert_refused(package, result, f"{package / SLOT.split('.')[0]}*.so does not exist", REINSTALL)
 
 
 def test_torch_below_the_build_floor_is_refused_before_load(package):
@@ -116,6 +129,7 @@ def test_torch_below_the_build_floor_is_refused_before_load(package):
     write_facts(package, {**facts, "stable_abi_floor": "2.99"})
     result = run_python(package, "-c", "import wheelops")
     assert_refused(
+        package,
         result,
         f"torch {torch.__version__} is older than 2.99",
         'pip install --upgrade "torch>=2.99"',
@@ -129,14 +143,14 @@ def test_torch_below_the_build_floor_is_refused_before_load(package):
 def test_python_below_the_build_floor_is_refused(package):
     write_facts(package, {**read_facts(package), "python_floor": "3.99"})
     result = run_python(package, "-c", "import wheelops")
-    assert_refused(result, f"Python {platform.python_version()} is older than 3.99")
+    assert_refused(package, result, f"Python {platform.python_version()} is older than 3.99")
 
 
 def test_wheel_for_another_platform_is_refused(package):
     _, other = OTHER_MACHINE
     write_facts(package, {**read_facts(package), "platform": f"linux_{other}"})
     result = run_python(package, "-c", "import wheelops")
-    assert_refused(result, f"built for {other}; this machine is {platform.machine()}")
+    assert_refused(package, result, f"built for {other}; this machine is {platform.machine()}")
 
 
 def test_cuda_major_mismatch(package):
@@ -146,9 +160,11 @@ def test_cuda_major_mismatch(package):
     result = run_python(package, "-c", RUN_AN_OP)
     if not CUDA_TORCH:  # no CUDA library loads under a CPU-only torch: nothing to refuse
         assert result.returncode == 0, result.stderr
+        doctor_report(package, expected_status=0)
         return
     major = torch.version.cuda.split(".")[0]
     assert_refused(
+        package,
         result,
         f"CUDA 12 libraries cannot run on a CUDA {major} runtime",
         f"torch {torch.__version__} brings the CUDA {torch.version.cuda} runtime",
@@ -157,9 +173,24 @@ def test_cuda_major_mismatch(package):
 
 
 def test_missing_build_facts(package):
+    # Issue #15, bug 1: the doctor said "DEGRADED: this install works here" (exit 0), and
+    # called an installed package "a source checkout that has not been built".
     (package / "_build_info.json").unlink()
     result = run_python(package, "-c", "import wheelops")
-    assert_refused(result, "build facts cannot be read")
+    assert_refused(package, result, "build facts cannot be read", "_build_info.json is missing")
+    assert "source checkout" not in result.stderr
+    report = doctor_report(package, expected_status=1)
+    (finding,) = [f for f in report["findings"] if f["check"] == "build facts"]
+    assert finding["severity"] == "fatal" and finding["runtime"] == "missing"
+    assert "source checkout" not in finding["message"]
+
+
+def test_damaged_build_facts(package):
+    (package / "_build_info.json").write_text("garbage{")
+    result = run_python(package, "-c", "import wheelops")
+    assert_refused(package, result, "_build_info.json is unreadable (JSONDecodeError")
+    text = run_python(package, "-m", "wheelops")
+    assert text.returncode == 1 and "CANNOT SERVE" in text.stdout, text.stdout
 
 
 def doctor(package: Path, *args: str):

@@ -98,8 +98,8 @@ def load_libraries(
     try:
         build = build_info()
     except (RuntimeError, OSError, ValueError, TypeError) as err:
-        _report = LoadReport(None, runtime)
-        return _refuse([_missing_build_facts(runtime, err)], None, strict)
+        _report = LoadReport(None, runtime, [_unreadable_build_facts(runtime, err)])
+        return _refuse(_report.findings, None, strict)
     _report = LoadReport(build, runtime, _policy.preload_findings(build, runtime))
     use_cuda = build.cuda_version is not None and runtime.torch_kind == "cuda"
     wanted = [("CPU", cpu, CPU_LIBRARY)] + ([("CUDA", cuda, CUDA_LIBRARY)] if use_cuda else [])
@@ -156,13 +156,18 @@ def _no_cuda_reason(build: BuildInfo) -> str | None:
     return finding.message + (f". Fix: {finding.fix}" if finding.fix else "")
 
 
-def _missing_build_facts(runtime: RuntimeFacts, err: Exception) -> Finding:
+def _unreadable_build_facts(runtime: RuntimeFacts, err: Exception) -> Finding:
+    # An installed package (its libraries are here) whose build facts are gone or damaged:
+    # nothing says what the libraries need, so none is loaded.
+    path = PACKAGE_DIR / BUILD_INFO_FILE
+    state = "missing" if not path.exists() else f"unreadable ({type(err).__name__}: {err})"
     return Finding(
         "build facts",
         Severity.FATAL,
-        f"{PACKAGE_DIR / BUILD_INFO_FILE}",
-        "missing or unreadable",
-        f"the package's build facts cannot be read ({err}), so nothing says what it needs",
+        f"{path}",
+        state,
+        f"the package's build facts cannot be read: {path} is {state}, so nothing says "
+        "what its libraries need; the install is incomplete or damaged",
         _policy.variant_fix(runtime),
     )
 
@@ -180,7 +185,7 @@ def _refuse(findings: list[Finding], build: BuildInfo | None, strict: bool) -> N
         _guard.format_findings(f"{what} cannot run in this environment.", fatal)
     )
     if strict:
-        raise _report.error
+        raise _report.error from None  # the findings say it all; no chained traceback
     return None
 
 
