@@ -169,6 +169,9 @@ def test_cuda_major_mismatch(package):
         f"CUDA 12 libraries cannot run on a CUDA {major} runtime",
         f"torch {torch.__version__} brings the CUDA {torch.version.cuda} runtime",
         REINSTALL + "/cu" + torch.version.cuda.replace(".", ""),
+        # Issue #15, bug 3: changing torch instead was never offered.
+        "; or keep this wheelops and install a torch built with CUDA 12.8: "
+        'pip install --upgrade "torch>=2.10" --index-url https://download.pytorch.org/whl/cu128',
     )
 
 

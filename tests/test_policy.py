@@ -144,12 +144,17 @@ def test_cuda_row(build_cuda, torch_cuda, severity, fix_variant):
     assert finding.severity is Severity[severity]
     if finding.severity is Severity.FATAL:
         assert build_cuda in finding.message and torch_cuda in finding.message
+        # Both directions, the one that keeps the user's torch first (issue #15, bug 3).
+        change_torch = (
+            f"keep this wheelops and install a torch built with CUDA {build_cuda}: "
+            f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/'
+            f"cu{build_cuda.replace('.', '')}"
+        )
         if fix_variant:
             reinstall = "pip install --force-reinstall --no-deps wheelops --index-url"
-            assert finding.fix == f"{reinstall} {INDEX}/{fix_variant}"
+            assert finding.fix == f"{reinstall} {INDEX}/{fix_variant}; or {change_torch}"
         else:
-            assert "no wheelops variant is built for CUDA 12.4" in finding.fix
-            assert f"--index-url {TORCH_INDEX}/cu130 && pip install" in finding.fix
+            assert finding.fix == f"no wheelops variant is built for CUDA 12.4: {change_torch}"
 
 
 def test_platform_row():

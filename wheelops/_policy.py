@@ -197,7 +197,16 @@ def cuda_finding(build: BuildInfo, runtime: RuntimeFacts) -> Finding | None:
         )
     else:
         return Finding("CUDA", Severity.OK, *sides, "the CUDA runtime matches the build")
-    return Finding("CUDA", Severity.FATAL, *sides, message, variant_fix(runtime))
+    # Both directions where both exist, the one that keeps the user's torch first.
+    change_torch = (
+        f"keep this wheelops and install a torch built with CUDA {build.cuda_version}: "
+        + _variants.torch_install_command(build.variant, build.stable_abi_floor)
+    )
+    if _variants.variants_for_torch_cuda(runtime.torch_cuda):
+        fix = f"{variant_fix(runtime)}; or {change_torch}"
+    else:
+        fix = f"no wheelops variant is built for CUDA {runtime.torch_cuda}: {change_torch}"
+    return Finding("CUDA", Severity.FATAL, *sides, message, fix)
 
 
 def platform_finding(build: BuildInfo, runtime: RuntimeFacts) -> Finding:
