@@ -32,7 +32,13 @@ _SOURCES = {
         'extern "C" int wheelops_test_cudart_stub();\n'
         'extern "C" int wheelops_test_entry() { return wheelops_test_cudart_stub(); }\n'
     ),
+    "dependency": 'extern "C" int wheelops_test_dependency() { return 1; }\n',
+    "needs_dependency": (
+        'extern "C" int wheelops_test_dependency();\n'
+        'extern "C" int wheelops_test_entry() { return wheelops_test_dependency(); }\n'
+    ),
 }
+DAMAGED_DEPENDENCY = "libwheelops_test_dependency.so.1"
 
 
 def compiler() -> str:
@@ -43,7 +49,8 @@ def compiler() -> str:
 
 
 def build_broken_libraries(directory: Path) -> dict[str, Path]:
-    """missing_c10_symbol.so and needs_cudart12.so (its NEEDED libcudart.so.12 deleted)."""
+    """missing_c10_symbol.so, needs_cudart12.so (its NEEDED libcudart.so.12 deleted), and
+    needs_dependency.so, whose dependency in damaged_dependency_dir is truncated."""
     cxx = compiler()
     for name, source in _SOURCES.items():
         (directory / f"{name}.cpp").write_text(source)
@@ -62,9 +69,27 @@ def build_broken_libraries(directory: Path) -> dict[str, Path]:
         check=True,
     )
     (directory / "libcudart.so.12").unlink()  # the runtime the library was linked to is gone
+    dependency = directory / "damaged" / DAMAGED_DEPENDENCY
+    dependency.parent.mkdir()
+    subprocess.run(
+        [*run, "dependency.cpp", f"-Wl,-soname,{DAMAGED_DEPENDENCY}", "-o", str(dependency)],
+        cwd=directory,
+        check=True,
+    )
+    subprocess.run(
+        [*run, "needs_dependency.cpp", f"-L{dependency.parent}", f"-l:{DAMAGED_DEPENDENCY}",
+         "-o", "needs_dependency.so"],
+        cwd=directory,
+        check=True,
+    )  # fmt: skip
+    # Found on LD_LIBRARY_PATH, but damaged. (Cut in half instead, it would pass the
+    # loader's header read and die of SIGBUS when mapped: issue #19's territory.)
+    dependency.write_bytes(b"not an ELF library " * 20)
     return {
         "missing_c10_symbol": directory / "missing_c10_symbol.so",
         "needs_cudart12": directory / "needs_cudart12.so",
+        "needs_dependency": directory / "needs_dependency.so",
+        "damaged_dependency_dir": dependency.parent,
     }
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from _native_fixtures import (
+    DAMAGED_DEPENDENCY,
     MISSING_C10_SYMBOL,
     build_broken_libraries,
     installed_copy,
@@ -96,6 +97,27 @@ def test_absent_needed_cuda_runtime_is_a_cuda_major_mismatch(package, broken):
     assert_refused(
         package, result, "needs libcudart.so.12, the CUDA 12 runtime", torch_side, REINSTALL
     )
+
+
+def test_damaged_dependency_is_named_not_wheelops(package, broken):
+    # Issue #15, bug 2: a damaged library on LD_LIBRARY_PATH (there: libcudart.so.13) was
+    # reported as wheelops' own library being damaged, with reinstall commands as the fix.
+    (package / SLOT).write_bytes(broken["needs_dependency"].read_bytes())
+    env = {"LD_LIBRARY_PATH": str(broken["damaged_dependency_dir"])}
+    result = run_python(package, "-c", "import wheelops", env=env)
+    damaged = broken["damaged_dependency_dir"] / DAMAGED_DEPENDENCY
+    assert result.returncode == 1, result.stderr[-3000:]
+    message = result.stderr[result.stderr.index("CompatibilityError") :]
+    assert f"needs {DAMAGED_DEPENDENCY}, and the loader found a damaged copy" in message
+    assert f"at {damaged}" in message and "the wheelops library is intact" in message
+    assert f"fix:   replace or remove the damaged {damaged}" in message
+    assert "--force-reinstall" not in message
+    doctor = run_python(package, "-m", "wheelops", "--json", env=env)
+    assert doctor.returncode == 1
+    report = json.loads(doctor.stdout)
+    (fatal,) = [f for f in report["findings"] if f["severity"] == "fatal"]
+    assert fatal["fix"].startswith(f"replace or remove the damaged {damaged}")
+    assert report["fixes"][0] == fatal["fix"]  # the fix of what stops it comes first
 
 
 def test_truncated_library_is_refused_before_dlopen(package):
@@ -260,6 +282,12 @@ def test_doctor_reports_a_refusal_with_exit_status_1(package, broken):
             ["aoti_torch_new_thing", "stable-ABI function that torch 2.10.0"],
         ),
         ("/x/_ops_cpu.abi3.so: invalid ELF header", "corrupt-file", ["damaged"]),
+        # Issue #15, bug 2: a damaged CUDA runtime on LD_LIBRARY_PATH was blamed on wheelops.
+        (
+            "/opt/broken/libcudart.so.13: file too short",
+            "dependency-damaged",
+            ["needs libcudart.so.13", "at /opt/broken/libcudart.so.13", "library is intact"],
+        ),
         ("/x/_ops_cpu.abi3.so: cannot enable executable stack", "unknown", ["refused"]),
         (
             "libtorch_cpu.so: cannot open shared object file: No such file or directory",

@@ -93,7 +93,10 @@ def collect() -> dict[str, Any]:
             entry["kernel"] = finding.message if entry["covered"] else None
         gpus.append(entry)
     loaded = load is not None and load.libraries is not None
-    fixes = list(dict.fromkeys(f.fix for f in findings if f.severity is not Severity.OK and f.fix))
+    problems = [f for f in findings if f.severity is not Severity.OK and f.fix]
+    # The fix of what stops wheelops first.
+    problems.sort(key=lambda f: f.severity, reverse=True)
+    fixes = list(dict.fromkeys(f.fix for f in problems))
     return {
         "wheelops": {
             "version": __version__,

@@ -26,6 +26,10 @@ _CUDA_LIBRARY = re.compile(
     r"\.so\.(?P<major>\d+)"
 )
 _TORCH_LIBRARY = re.compile(r"^lib(torch|c10|shm)\w*\.so")
+# The loader names the file it could not read, ours or one of our dependencies.
+_DAMAGED_FILE = re.compile(
+    r"^(?P<file>[^:]+): (?:invalid ELF header|file too short|cannot read file data)"
+)
 _TORCH_NAMESPACES = ("c10::", "at::", "torch::", "caffe2::", "aoti::")
 _STABLE_SHIM_PREFIXES = ("aoti_torch_", "torch_")
 
@@ -167,6 +171,16 @@ def classify(
         )
     if "wrong ELF class" in text:
         return LoadFailure("elf-class", f"{name} is for another word size than this Python", text)
-    if "invalid ELF header" in text or "file too short" in text or "cannot read file" in text:
+    damaged = _DAMAGED_FILE.search(text)
+    if damaged:
+        file = damaged.group("file")
+        if Path(file).name != name:  # a dependency: blame the file the loader named
+            return LoadFailure(
+                "dependency-damaged",
+                f"{name} needs {Path(file).name}, and the loader found a damaged copy of it "
+                f"at {file} (not a complete ELF library); the wheelops library is intact",
+                text,
+                file,
+            )
         return LoadFailure("corrupt-file", f"{name} is damaged (not a complete ELF library)", text)
     return LoadFailure("unknown", f"the loader refused {name}", text)

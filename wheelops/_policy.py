@@ -265,6 +265,12 @@ def load_failure_finding(
             if cause == "libstdcxx"
             else "run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)"
         )
+    elif cause == "dependency-damaged":
+        fix = (
+            f"replace or remove the damaged {failure.missing} (the loader took it from "
+            "LD_LIBRARY_PATH or the system's library directories, before torch's own copy); "
+            "reinstalling wheelops would not help"
+        )
     elif cause == "elf-class":
         fix = "use a 64-bit Python (wheelops publishes 64-bit wheels only)"
     elif cause == "torch-libraries":
