@@ -1,4 +1,8 @@
-"""The build facts written into the package (wheelops/_build_info.json)."""
+"""The build facts written into the package (wheelops/_build_info.json).
+
+They are the runtime's own typed record (wheelops/_build_info.py's BuildInfo),
+written with its writer, so the build cannot write what the guard cannot read.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,14 @@ import os
 import subprocess
 import sysconfig
 from pathlib import Path
-from typing import Any
 
 from build_tools.arch_list import ArchList, load_package_module
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.flags import PYTHON_FLOOR, STABLE_ABI_FLOOR
 
 ROOT = Path(__file__).resolve().parent.parent
+_build_info = load_package_module("_build_info")
+BUILD_INFO_FILE = _build_info.BUILD_INFO_FILE
 
 
 def _first_line(cmd: list[str]) -> str:
@@ -55,23 +60,29 @@ def collect(
     libraries: dict[str, str | None],
     cxx_runtime: str,
     dev_mode: bool = False,
-) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "wheelops_version": wheelops_version(),
-        "torch_version": torch_version,
-        "stable_abi_floor": STABLE_ABI_FLOOR,
-        "python_floor": PYTHON_FLOOR,
-        "cuda_version": toolkit.release if toolkit else None,
-        "nvcc_version": toolkit.version if toolkit else None,
-        "cuda_toolkit_origin": toolkit.origin if toolkit else None,
-        "cuda_arch_list": archs.spec if archs else None,
-        "sass_archs": list(archs.sass) if archs else [],
-        "ptx_archs": list(archs.ptx) if archs else [],
-        "compiler": compiler(),
-        "cxx_runtime": cxx_runtime,
-        "platform": sysconfig.get_platform().replace("-", "_").replace(".", "_"),
-        "git_commit": git_commit(),
-        "libraries": libraries,
-        "dev_mode": dev_mode,
-    }
+) -> _build_info.BuildInfo:
+    return _build_info.BuildInfo(
+        wheelops_version=wheelops_version(),
+        torch_version=torch_version,
+        stable_abi_floor=STABLE_ABI_FLOOR,
+        python_floor=PYTHON_FLOOR,
+        cuda_version=toolkit.release if toolkit else None,
+        nvcc_version=toolkit.version if toolkit else None,
+        cuda_toolkit_origin=toolkit.origin if toolkit else None,
+        cuda_arch_list=archs.spec if archs else None,
+        sass_archs=tuple(archs.sass) if archs else (),
+        ptx_archs=tuple(archs.ptx) if archs else (),
+        compiler=compiler(),
+        cxx_runtime=cxx_runtime,
+        platform=sysconfig.get_platform().replace("-", "_").replace(".", "_"),
+        git_commit=git_commit(),
+        libraries=libraries,
+        dev_mode=dev_mode,
+    )
+
+
+def write(facts: _build_info.BuildInfo, directory: Path) -> Path:
+    """Write `facts` (from collect) into a package directory with the runtime's writer."""
+    path = directory / BUILD_INFO_FILE
+    _build_info.write_build_info(facts, path)
+    return path

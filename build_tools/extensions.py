@@ -3,7 +3,6 @@ the build facts. Import after plan_build(): torch.utils.cpp_extension reads CUDA
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from setuptools import Extension
@@ -67,6 +66,6 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
                 targets.append(native_sources.ROOT / PACKAGE)
             for target in targets:
                 target.mkdir(parents=True, exist_ok=True)
-                (target / "_build_info.json").write_text(json.dumps(facts, indent=2) + "\n")
+                build_facts.write(facts, target)
 
     return BuildWithFacts

@@ -15,7 +15,6 @@ replaced: re-run the process after editing a kernel.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -136,8 +135,8 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
         ", ".join(sorted(runtimes)),
         dev_mode=True,
     )
-    (cache / "_build_info.json").write_text(json.dumps(facts, indent=2) + "\n")
-    info = _build_info.BuildInfo.from_dict(facts)
+    # Written by the build's writer, read back by this package's reader.
+    info = _build_info.read_build_info(build_facts.write(facts, cache))
     _build_info.set_dev_build_info(info)
     _native.load_libraries(Path(cpu_path), cuda_path)
     return info
