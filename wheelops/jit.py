@@ -43,7 +43,7 @@ def _require_checkout() -> None:
 
 def default_cache_dir() -> Path:
     root = os.environ.get("WHEELOPS_JIT_CACHE") or Path.home() / ".cache" / "wheelops" / "jit"
-    variant = f"cu{torch.version.cuda.replace('.', '')}" if _native.torch_has_cuda() else "cpu"
+    variant = _build_info.variant_name(torch.version.cuda if _native.torch_has_cuda() else None)
     return Path(root) / f"torch{torch.__version__.split('+')[0]}-{variant}"
 
 
