@@ -38,6 +38,9 @@ _native.load_installed(strict=not _run_as_doctor())
 from wheelops import nn, ops  # noqa: E402
 from wheelops.ops import *  # noqa: E402,F403
 
+if _native.loaded() is not None:
+    ops.register_python_kernels()
+
 __all__ = [
     "BuildInfo",
     "CompatibilityError",

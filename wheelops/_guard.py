@@ -69,9 +69,8 @@ def check_device(op: str, index: int) -> None:
 
 
 def _decide(index: int) -> None:
-    from wheelops import _native
     from wheelops._build_info import build_info
-    from wheelops._runtime_facts import gpu
+    from wheelops._runtime_facts import gpu, this_process
 
     if not enabled():
         _covered_devices.add(index)
@@ -80,7 +79,7 @@ def _decide(index: int) -> None:
         device = gpu(index)
     except (RuntimeError, AssertionError):
         return  # no such GPU in this process (fake tensors): a real launch would say so
-    finding = gpu_finding(build_info(), _native.runtime_facts(), device)
+    finding = gpu_finding(build_info(), this_process(), device)
     if finding.severity is Severity.OK:
         _covered_devices.add(index)
     else:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from wheelops import _elf, _guard, _loader_errors, _policy
 from wheelops._build_info import BUILD_INFO_FILE, BuildInfo, build_info
 from wheelops._policy import Finding, Severity
-from wheelops._runtime_facts import RuntimeFacts, collect
+from wheelops._runtime_facts import RuntimeFacts, this_process
 
 if TYPE_CHECKING:
     import torch
@@ -47,14 +47,10 @@ class LoadReport:
 
 _loaded: NativeLibraries | None = None
 _report: LoadReport | None = None
-_runtime: RuntimeFacts | None = None
 
 
 def runtime_facts() -> RuntimeFacts:
-    global _runtime
-    if _runtime is None:
-        _runtime = collect()
-    return _runtime
+    return this_process()
 
 
 def find_library(directory: Path, stem: str) -> Path | None:
@@ -90,7 +86,8 @@ def load_installed(strict: bool = True) -> NativeLibraries | None:
 def load_libraries(
     cpu: Path | None, cuda: Path | None, strict: bool = True
 ) -> NativeLibraries | None:
-    """Check, then load `cpu` and (under a CUDA torch) `cuda`; register the Python kernels."""
+    """Check, then load `cpu` and (under a CUDA torch) `cuda`. The caller registers the
+    Python kernels (wheelops.ops.register_python_kernels) once they load."""
     global _loaded, _report
     if _loaded is not None:
         raise RuntimeError(f"wheelops native libraries are already loaded from {_loaded.cpu}")
@@ -121,9 +118,6 @@ def load_libraries(
         cpu=cpu, cuda=cuda if use_cuda else None, cuda_not_loaded_because=_no_cuda_reason(build)
     )
     _report.libraries = _loaded
-    from wheelops.ops import register_python_kernels
-
-    register_python_kernels()
     return _loaded
 
 

@@ -55,6 +55,17 @@ class RuntimeFacts:
         return {**asdict(self), "torch_kind": self.torch_kind}
 
 
+_this_process: RuntimeFacts | None = None
+
+
+def this_process() -> RuntimeFacts:
+    """This process's facts, collected once (torch does not change under a running process)."""
+    global _this_process
+    if _this_process is None:
+        _this_process = collect()
+    return _this_process
+
+
 def collect() -> RuntimeFacts:
     torch_version = torch_cuda = torch_hip = torch_xpu = None
     if importlib.util.find_spec("torch") is not None:

@@ -139,6 +139,9 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
     info = _build_info.read_build_info(build_facts.write(facts, cache))
     _build_info.set_dev_build_info(info)
     _native.load_libraries(Path(cpu_path), cuda_path)
+    from wheelops.ops import register_python_kernels
+
+    register_python_kernels()
     return info
 
 
