@@ -53,3 +53,8 @@ def check_shared_cxx_runtime(library: Path, compiler: str) -> str:
     if SHARED_CXX_RUNTIME in facts.needed:
         return f"{SHARED_CXX_RUNTIME} (shared)"
     return "none"  # a library with no C++ runtime calls at all
+
+
+def check_libraries(libraries: list[Path], compiler: str) -> str:
+    """check_shared_cxx_runtime for every built library; what they link, for the facts."""
+    return ", ".join(sorted({check_shared_cxx_runtime(lib, compiler) for lib in libraries}))

@@ -52,14 +52,13 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
         def run(self) -> None:
             super().run()
             libraries: dict[str, str | None] = {"cpu": None, "cuda": None}
-            runtimes = set()
             for ext in self.extensions:
                 kind = "cuda" if ext.name.endswith("_cuda") else "cpu"
                 libraries[kind] = Path(self.get_ext_filename(ext.name)).name
-                built = Path(self.get_ext_fullpath(ext.name))
-                runtimes.add(cxx_runtime.check_shared_cxx_runtime(built, build_facts.compiler()))
+            built = [Path(self.get_ext_fullpath(ext.name)) for ext in self.extensions]
+            runtime = cxx_runtime.check_libraries(built, build_facts.compiler())
             facts = build_facts.collect(
-                plan.torch_version, plan.toolkit, plan.archs, libraries, ", ".join(sorted(runtimes))
+                plan.torch_version, plan.toolkit, plan.archs, libraries, runtime
             )
             targets = [Path(self.build_lib) / PACKAGE]
             if self.inplace:

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from _helpers import randn
+from test_lltm import eager_lltm
+from test_lltm import make_inputs as make_lltm_inputs
+from test_silu_and_mul import eager as eager_silu_and_mul
 
 import wheelops
 
@@ -53,26 +56,8 @@ def _gate_and_up(shape, dtype, device, seed):
 
 
 def _lltm_inputs(shape, dtype, device, seed):
-    batch, state, features = max(shape[0], 1) if shape else 1, 4, 3
-    return (
-        randn((batch, features), dtype, device, seed),
-        randn((3 * state, state + features), dtype, device, seed + 1, scale=0.3),
-        randn((3 * state,), dtype, device, seed + 2),
-        randn((batch, state), dtype, device, seed + 3),
-        randn((batch, state), dtype, device, seed + 4),
-    )
-
-
-def eager_lltm(input, weights, bias, old_h, old_cell):
-    gates = torch.addmm(bias, torch.cat([old_h, input], dim=1), weights.t())
-    input_gate, output_gate, candidate = gates.chunk(3, dim=1)
-    new_cell = old_cell + F.elu(candidate) * torch.sigmoid(input_gate)
-    return torch.tanh(new_cell) * torch.sigmoid(output_gate), new_cell
-
-
-def _eager_silu_and_mul(x):
-    gate, up = x.chunk(2, dim=-1)
-    return F.silu(gate) * up
+    batch = max(shape[0], 1) if shape else 1
+    return make_lltm_inputs(batch, 3, 4, dtype, device, seed)
 
 
 CASES = [
@@ -128,7 +113,7 @@ CASES = [
     Case(
         "silu_and_mul",
         wheelops.silu_and_mul,
-        _eager_silu_and_mul,
+        eager_silu_and_mul,
         _gate_and_up,
         False,
         "silu_and_mul_backward",

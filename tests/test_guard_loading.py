@@ -62,7 +62,7 @@ def assert_refused(package: Path, result, *words: str) -> None:
 
 
 def doctor_report(package: Path, expected_status: int) -> dict:
-    result = run_python(package, "-m", "wheelops", "--json")
+    result = doctor(package, "--json")
     assert result.returncode == expected_status, (result.stdout[-3000:], result.stderr[-3000:])
     return json.loads(result.stdout)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from _checkout import REPO, checkout_copy
+from _native_fixtures import compiler
 
 import wheelops
 
@@ -29,16 +30,9 @@ TESTS = Path(__file__).resolve().parent
 STATIC_RUNTIME_FLAGS = "-static-libstdc++ -static-libgcc -Wl,-Bsymbolic-functions"
 
 
-def _compiler() -> str:
-    found = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("g++")
-    if found is None:
-        pytest.skip("needs a C++ compiler")
-    return found
-
-
 def _static_runtime_compiler(where: Path) -> Path:
     """A g++ that links the C++ runtime statically into shared libraries, as /opt/gcc's."""
-    cxx = _compiler()
+    cxx = compiler()
     archive = subprocess.run(
         [cxx, "-print-file-name=libstdc++.a"], capture_output=True, text=True, check=True
     ).stdout.strip()

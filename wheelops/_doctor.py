@@ -12,7 +12,12 @@ from typing import Any
 
 from wheelops import _guard, _native, _policy, _variants
 from wheelops._policy import Finding, Severity
-from wheelops._runtime_facts import cuda_driver_version, glibc_version, visible_gpus
+from wheelops._runtime_facts import (
+    cuda_driver_version,
+    glibc_version,
+    this_process,
+    visible_gpus,
+)
 from wheelops._version import __version__
 
 
@@ -59,7 +64,7 @@ def _ops_table() -> list[dict[str, Any]]:
 
 def collect() -> dict[str, Any]:
     load = _native.report()
-    runtime = _native.runtime_facts()
+    runtime = this_process()
     findings: list[Finding] = []
     build = None
     if load is None:

@@ -49,10 +49,6 @@ _loaded: NativeLibraries | None = None
 _report: LoadReport | None = None
 
 
-def runtime_facts() -> RuntimeFacts:
-    return this_process()
-
-
 def find_library(directory: Path, stem: str) -> Path | None:
     matches = sorted(directory.glob(f"{stem}*.so"))
     return matches[0] if matches else None
@@ -60,7 +56,7 @@ def find_library(directory: Path, stem: str) -> Path | None:
 
 def torch_has_cuda() -> bool:
     """A CUDA build of torch (not CPU-only, ROCm or XPU)."""
-    return runtime_facts().torch_kind == "cuda"
+    return this_process().torch_kind == "cuda"
 
 
 def loaded() -> NativeLibraries | None:
@@ -91,7 +87,7 @@ def load_libraries(
     global _loaded, _report
     if _loaded is not None:
         raise RuntimeError(f"wheelops native libraries are already loaded from {_loaded.cpu}")
-    runtime = runtime_facts()
+    runtime = this_process()
     try:
         build = build_info()
     except (RuntimeError, OSError, ValueError, TypeError) as err:

@@ -126,13 +126,12 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
     )
     cuda_path = _build_cuda(cache, toolkit, verbose) if toolkit else None
     built = [Path(cpu_path), *([cuda_path] if cuda_path else [])]
-    runtimes = {cxx_runtime.check_shared_cxx_runtime(p, build_facts.compiler()) for p in built}
     facts = build_facts.collect(
         torch.__version__,
         toolkit,
         archs,
         {"cpu": Path(cpu_path).name, "cuda": cuda_path.name if cuda_path else None},
-        ", ".join(sorted(runtimes)),
+        cxx_runtime.check_libraries(built, build_facts.compiler()),
         dev_mode=True,
     )
     # Written by the build's writer, read back by this package's reader.

@@ -135,6 +135,18 @@ def register(
     _LIBRARY.impl(op, kernel, "Autograd", with_keyset=True)
 
 
+def register_gradient_without_derivatives(forward: str) -> None:
+    """The Autograd kernel of wheelops::`forward`_backward, which has no derivatives of its
+    own: differentiating through it raises, naming it and `forward`."""
+    register(
+        f"{forward}_backward",
+        setup_context=no_context,
+        backward=None,
+        jvp=None,
+        gradient_of=forward,
+    )
+
+
 def zero_if_none(tangent: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     """A JVP input's tangent, zeros where the input has none."""
     return torch.zeros_like(like) if tangent is None else tangent

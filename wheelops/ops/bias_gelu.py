@@ -98,10 +98,4 @@ def register() -> None:
     torch.library.register_fake("wheelops::bias_gelu", _fake)
     torch.library.register_fake("wheelops::bias_gelu_backward", _fake_backward)
     _autograd.register("bias_gelu", setup_context=_setup_context, backward=_backward, jvp=_jvp)
-    _autograd.register(
-        "bias_gelu_backward",
-        setup_context=_autograd.no_context,
-        backward=None,
-        jvp=None,
-        gradient_of="bias_gelu",
-    )
+    _autograd.register_gradient_without_derivatives("bias_gelu")

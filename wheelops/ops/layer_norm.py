@@ -128,11 +128,5 @@ def register() -> None:
     torch.library.register_fake("wheelops::layer_norm", _fake)
     torch.library.register_fake("wheelops::layer_norm_backward", _fake_backward)
     _autograd.register("layer_norm", setup_context=_setup_context, backward=_backward, jvp=_jvp)
-    _autograd.register(
-        "layer_norm_backward",
-        setup_context=_autograd.no_context,
-        backward=None,
-        jvp=None,
-        gradient_of="layer_norm",
-    )
+    _autograd.register_gradient_without_derivatives("layer_norm")
     _vmap.register_loop("layer_norm_backward")

@@ -184,10 +184,4 @@ def register() -> None:
     torch.library.register_fake("wheelops::lltm_gates", _fake)
     torch.library.register_fake("wheelops::lltm_gates_backward", _fake_backward)
     _autograd.register("lltm_gates", setup_context=_setup_context, backward=_backward, jvp=_jvp)
-    _autograd.register(
-        "lltm_gates_backward",
-        setup_context=_autograd.no_context,
-        backward=None,
-        jvp=None,
-        gradient_of="lltm_gates",
-    )
+    _autograd.register_gradient_without_derivatives("lltm_gates")

@@ -121,11 +121,5 @@ def register() -> None:
     torch.library.register_fake("wheelops::rms_norm", _fake)
     torch.library.register_fake("wheelops::rms_norm_backward", _fake_backward)
     _autograd.register("rms_norm", setup_context=_setup_context, backward=_backward, jvp=_jvp)
-    _autograd.register(
-        "rms_norm_backward",
-        setup_context=_autograd.no_context,
-        backward=None,
-        jvp=None,
-        gradient_of="rms_norm",
-    )
+    _autograd.register_gradient_without_derivatives("rms_norm")
     _vmap.register_loop("rms_norm_backward")

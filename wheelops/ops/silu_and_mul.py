@@ -96,10 +96,4 @@ def register() -> None:
     torch.library.register_fake("wheelops::silu_and_mul", _fake)
     torch.library.register_fake("wheelops::silu_and_mul_backward", _fake_backward)
     _autograd.register("silu_and_mul", setup_context=_setup_context, backward=_backward, jvp=_jvp)
-    _autograd.register(
-        "silu_and_mul_backward",
-        setup_context=_autograd.no_context,
-        backward=None,
-        jvp=None,
-        gradient_of="silu_and_mul",
-    )
+    _autograd.register_gradient_without_derivatives("silu_and_mul")
