@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -30,7 +31,22 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
+
+
+def _import_build_tools() -> None:
+    """`nox` (the script) does not put this folder on sys.path as `python -m nox` does:
+    import the checkout's build_tools package by its location, for either way."""
+    spec = importlib.util.spec_from_file_location(
+        "build_tools", ROOT / "build_tools" / "__init__.py",
+        submodule_search_locations=[str(ROOT / "build_tools")],
+    )  # fmt: skip
+    assert spec is not None and spec.loader is not None
+    sys.modules["build_tools"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules["build_tools"])
+
+
+if "build_tools" not in sys.modules:
+    _import_build_tools()
 from build_tools import matrix as build_matrix  # noqa: E402
 from build_tools.build_facts import git_commit  # noqa: E402
 
@@ -64,7 +80,7 @@ STATIC_TOOLS = [
 
 def _variant_args(session: nox.Session, default: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=f"nox -s {session.name} --")
-    parser.add_argument("variants", nargs="*", help=f"of {', '.join(MATRIX.variants)}")
+    parser.add_argument("variants", nargs="*", help=f"of {', '.join(MATRIX.names)}")
     parser.add_argument("--arch-list", help="TORCH_CUDA_ARCH_LIST instead of the matrix's")
     parser.add_argument(
         "--quick",
@@ -74,7 +90,8 @@ def _variant_args(session: nox.Session, default: list[str]) -> argparse.Namespac
     args = parser.parse_args(session.posargs)
     args.variants = args.variants or default
     for name in args.variants:
-        MATRIX.variant(name)  # refuses unknown names, listing the known ones
+        if name not in MATRIX.names:
+            parser.error(f"unknown variant {name!r}: the matrix has {', '.join(MATRIX.names)}")
     if args.quick and not args.arch_list:
         args.arch_list = QUICK_ARCH_LIST
     return args
@@ -111,8 +128,9 @@ def _pip(session: nox.Session, venv: Path | None, *args: str) -> None:
 
 def _install_torch(session: nox.Session, venv: Path | None, variant: str, torch: str) -> None:
     """Install the cell's torch and check it is that one (build_tools/torch_install.py)."""
-    script = str(ROOT / "build_tools" / "torch_install.py")
-    session.run(_python(session, venv), script, variant, torch, external=venv is not None)
+    session.chdir(ROOT)  # build_tools runs one way: python -m, from the checkout's root
+    session.run(_python(session, venv), "-m", "build_tools.torch_install", variant, torch,
+                external=venv is not None)  # fmt: skip
 
 
 # ---------------------------------------------------------------- build
@@ -217,7 +235,9 @@ def _test_wheel(session: nox.Session, variant: str, torch: str, venv: Path) -> N
         session.run(
             _python(session, venv), "-m", "pytest", str(ROOT / "tests"), "-ra", "-q",
             "-p", "no:cacheprovider", *(["-m", "not gpu"] if gpu_free else []),
-            env={"WHEELOPS_TEST_INSTALLED": "1"}, external=True,
+            # The guard's fix commands are run against an index of these wheels.
+            env={"WHEELOPS_TEST_INSTALLED": "1", "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED)},
+            external=True,
         )  # fmt: skip
 
 
@@ -236,8 +256,7 @@ def test_wheel(session: nox.Session, variant: str, torch: str) -> None:
 def index(session: nox.Session) -> None:
     """site/whl/<variant>/ (PEP 503, PyTorch's layout) from the wheels in dist/repaired."""
     sources = [Path(p) for p in session.posargs] or [REPAIRED]
-    session.run("python", str(ROOT / "build_tools" / "index.py"), *map(str, sources),
-                "--out", str(SITE))  # fmt: skip
+    session.run("python", "-m", "build_tools.index", *map(str, sources), "--out", str(SITE))
 
 
 def _free_port() -> int:
@@ -281,11 +300,11 @@ def _install_from_index(session: nox.Session, variant: str, torch: str, venv: Pa
                     "wheelops", external=True)  # fmt: skip
         check = (
             "import importlib.metadata as m, torch, wheelops\n"
-            "from wheelops import _native\n"
+            "from wheelops._compat import loader\n"
             f"assert m.version('wheelops').endswith('+{variant}'), m.version('wheelops')\n"
             "x = torch.arange(6.0)\n"
             "assert torch.equal(wheelops.add(x, x), 2 * x)\n"
-            "libs = _native.loaded()\n"
+            "libs = loader.loaded()\n"
             "want_cuda = wheelops.build_info().cuda_version is not None and torch.version.cuda\n"
             "assert (libs.cuda is not None) == bool(want_cuda), libs\n"
             "print('from the index:', m.version('wheelops'), wheelops.__file__, libs)\n"
@@ -351,8 +370,7 @@ def _run_row(
             row.result = "ok: suite passed"
         step(steps, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")
         # From every repaired wheel: rows run earlier stay served.
-        session.run("python", str(ROOT / "build_tools" / "index.py"), str(REPAIRED),
-                    "--out", str(SITE))  # fmt: skip
+        session.run("python", "-m", "build_tools.index", str(REPAIRED), "--out", str(SITE))
         row = RowResult(f"{variant} pip install from index", repaired.name, build_row.size_mb)
         rows.append(row)
         _install_from_index(
@@ -404,7 +422,7 @@ def static(session: nox.Session) -> None:
     session.run("zizmor", "--offline", "--min-severity=low", *workflows)
     session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
     session.run("validate-pyproject", "pyproject.toml")
-    for variant in MATRIX.variants:
+    for variant in MATRIX.names:
         session.run(
             "cibuildwheel", "--print-build-identifiers", "--platform", "linux",
             "--archs", "x86_64,aarch64",

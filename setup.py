@@ -1,11 +1,10 @@
-"""Builds wheelops' two native libraries; the decisions live in build_tools/."""
+"""Builds wheelops' native libraries; the decisions live in build_tools/.
 
-import sys
-from pathlib import Path
+pyproject's backend (setuptools.build_meta:__legacy__) runs this file with its
+folder on sys.path, as `python setup.py` would: that is how build_tools imports.
+"""
 
 from setuptools import setup
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from build_tools.flags import PY_LIMITED_API
 from build_tools.plan import plan_build

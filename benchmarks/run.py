@@ -117,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     import wheelops
-    from wheelops import _native
+    from wheelops._compat import loader
 
     where = Path(wheelops.__file__).parent
-    if _native.loaded() is None:
+    if loader.loaded() is None:
         print(
             f"error: wheelops at {where} has no native libraries loaded (a source tree that was "
             "not built?); install the wheel, or build in place with `python -m wheelops.jit` "

@@ -19,9 +19,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from build_tools import matrix as build_matrix
 from build_tools import torch_install
 
@@ -58,7 +56,10 @@ def refusal(variant: build_matrix.Variant, matrix: build_matrix.Matrix) -> str:
 
 def prepare(name: str) -> None:
     matrix = build_matrix.load()
-    variant = matrix.variant(name)
+    try:
+        variant = matrix.variant(name)
+    except KeyError as err:
+        raise SystemExit(err.args[0]) from None
     if variant.toolkit_source == "image" and os.environ.get(IMAGE_VARIANT_ENV) != variant.name:
         raise SystemExit(refusal(variant, matrix))
     _pip(*BUILD_REQUIREMENTS)

@@ -1,6 +1,6 @@
 """The build facts written into the package (wheelops/_build_info.json).
 
-They are the runtime's own typed record (wheelops/_build_info.py's BuildInfo),
+They are the runtime's own typed record (BuildInfo in wheelops/_compat/facts.py),
 written with its writer, so the build cannot write what the guard cannot read.
 """
 
@@ -11,13 +11,13 @@ import subprocess
 import sysconfig
 from pathlib import Path
 
-from build_tools.arch_list import ArchList, load_package_module
+from build_tools.arch_list import ArchList
+from build_tools.compat import facts as _facts
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.flags import PYTHON_FLOOR, STABLE_ABI_FLOOR
 
 ROOT = Path(__file__).resolve().parent.parent
-_build_info = load_package_module("_build_info")
-BUILD_INFO_FILE = _build_info.BUILD_INFO_FILE
+BUILD_INFO_FILE = _facts.BUILD_INFO_FILE
 
 
 def _first_line(cmd: list[str]) -> str:
@@ -44,7 +44,9 @@ def git_commit() -> str:
 
 
 def wheelops_version() -> str:
-    return load_package_module("_version").__version__
+    # wheelops/_version.py holds one assignment; read it without importing the package.
+    text = (ROOT / "wheelops" / "_version.py").read_text()
+    return text.split("=", 1)[1].strip().strip("\"'")
 
 
 def compiler() -> str:
@@ -60,8 +62,8 @@ def collect(
     libraries: dict[str, str | None],
     cxx_runtime: str,
     dev_mode: bool = False,
-) -> _build_info.BuildInfo:
-    return _build_info.BuildInfo(
+) -> _facts.BuildInfo:
+    return _facts.BuildInfo(
         wheelops_version=wheelops_version(),
         torch_version=torch_version,
         stable_abi_floor=STABLE_ABI_FLOOR,
@@ -81,8 +83,8 @@ def collect(
     )
 
 
-def write(facts: _build_info.BuildInfo, directory: Path) -> Path:
+def write(facts: _facts.BuildInfo, directory: Path) -> Path:
     """Write `facts` (from collect) into a package directory with the runtime's writer."""
     path = directory / BUILD_INFO_FILE
-    _build_info.write_build_info(facts, path)
+    _facts.write_build_info(facts, path)
     return path

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from build_tools.arch_list import load_package_module
-
-_elf = load_package_module("_elf")
+from build_tools.compat import elf
 
 SHARED_CXX_RUNTIME = "libstdc++.so.6"
 # Symbols that only the C++ runtime itself defines, each owning process-wide
@@ -38,7 +36,7 @@ class CxxRuntimeError(RuntimeError):
 def check_shared_cxx_runtime(library: Path, compiler: str) -> str:
     """Raise CxxRuntimeError if `library` defines any of the C++ runtime's own symbols;
     else return what it links, for the build facts ("libstdc++.so.6 (shared)")."""
-    facts = _elf.link_facts(library)
+    facts = elf.link_facts(library)
     embedded = sorted({what for sym, what in _RUNTIME_SYMBOLS.items() if sym in facts.defined})
     if embedded:
         raise CxxRuntimeError(

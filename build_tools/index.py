@@ -26,7 +26,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from build_tools.wheel_files import WheelFile, parse
 
 PAGE = """<!DOCTYPE html>

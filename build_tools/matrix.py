@@ -4,9 +4,10 @@
     python -m build_tools.matrix docker-args cu126 x86_64
     python -m build_tools.matrix image cu126 x86_64
 
-Nothing else lists variants, toolkits, images or torch versions: nox reads this
-module, the Dockerfile takes its build arguments from `docker-args`, and the
-workflows take their job matrices from `github` through fromJSON.
+The model is wheelops/_compat/matrix.py, the only reader of matrix.json; nothing
+else lists variants, toolkits, images or torch versions: nox reads this module,
+the Dockerfile takes its build arguments from `docker-args`, and the workflows
+take their job matrices from `github` through fromJSON.
 """
 
 from __future__ import annotations
@@ -15,84 +16,14 @@ import argparse
 import json
 import platform
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-MATRIX_FILE = Path(__file__).resolve().parent.parent / "wheelops" / "matrix.json"
+from build_tools.compat import matrix as _model
+
+Matrix, Variant, load = _model.Matrix, _model.Variant, _model.load
 # GitHub-hosted runners per platform (aarch64 natively, not under emulation).
 RUNNERS = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
 # The CPU test jobs run on x86_64; a self-hosted runner with this label runs the GPU job.
 GPU_RUNNER_LABEL = "gpu-h100"
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    cuda: str | None
-    toolkit: str | None  # the exact CUDA toolkit release the variant is built with
-    toolkit_source: str | None  # "pypi" (toolkit wheels) or "image" (the Docker image's)
-    arch_list: str | None
-    host_compiler: str  # the manylinux gcc-toolset the image compiles with
-    build_torch: str
-    torch: tuple[str, ...]  # torch releases the wheel is tested against
-    smoke_torch: str  # the one torch a quick run tests against
-    platforms: tuple[str, ...]
-
-    @property
-    def cuda_package_suffix(self) -> str:
-        """ "12-6" for the RPM names of NVIDIA's repository (cuda-minimal-build-12-6)."""
-        return self.cuda.replace(".", "-") if self.cuda else ""
-
-
-@dataclass(frozen=True)
-class Matrix:
-    default_variant: str
-    manylinux: str
-    python: str
-    image_repository: str
-    torch_index_url: str
-    variants: dict[str, Variant]
-
-    def variant(self, name: str) -> Variant:
-        if name not in self.variants:
-            raise SystemExit(f"unknown variant {name!r}: the matrix has {', '.join(self.variants)}")
-        return self.variants[name]
-
-    def image(self, variant: str, arch: str) -> str:
-        return f"{self.image_repository}:{variant}-{arch}"
-
-    def manylinux_tag(self, arch: str) -> str:
-        return f"{self.manylinux}_{arch}"
-
-    def base_image(self, arch: str) -> str:
-        return f"quay.io/pypa/{self.manylinux}_{arch}"
-
-
-def load(path: Path = MATRIX_FILE) -> Matrix:
-    data = json.loads(path.read_text())
-    variants = {
-        name: Variant(
-            name=name,
-            cuda=spec["cuda"],
-            toolkit=spec["toolkit"],
-            toolkit_source=spec["toolkit_source"],
-            arch_list=spec["arch_list"],
-            host_compiler=spec["host_compiler"],
-            build_torch=spec["build_torch"],
-            torch=tuple(spec["torch"]),
-            smoke_torch=spec["smoke_torch"],
-            platforms=tuple(spec["platforms"]),
-        )
-        for name, spec in data["variants"].items()
-    }
-    return Matrix(
-        default_variant=data["default_variant"],
-        manylinux=data["manylinux"],
-        python=data["python"],
-        image_repository=data["image_repository"],
-        torch_index_url=data["torch_index_url"].rstrip("/"),
-        variants=variants,
-    )
 
 
 def this_platform() -> str:
@@ -107,7 +38,10 @@ def docker_build_args(matrix: Matrix, variant: str, arch: str) -> dict[str, str]
         "VARIANT": v.name,
         "CUDA_VERSION": v.cuda or "",
         "CUDA_TOOLKIT": v.toolkit if v.toolkit_source == "image" else "",
-        "CUDA_PACKAGE_SUFFIX": v.cuda_package_suffix if v.toolkit_source == "image" else "",
+        # "12-6" for the RPM names of NVIDIA's repository (cuda-minimal-build-12-6).
+        "CUDA_PACKAGE_SUFFIX": (v.cuda or "").replace(".", "-")
+        if v.toolkit_source == "image"
+        else "",
         "GCC_TOOLSET": v.host_compiler.removeprefix("gcc-toolset-"),
         "PYTHON_TAG": "cp{0}-cp{0}".format(matrix.python.replace(".", "")),
     }
@@ -117,9 +51,9 @@ def test_cells(matrix: Matrix) -> list[tuple[str, str]]:
     """(variant, torch) pairs whose wheel is tested on CPU: each variant under each of its
     torch releases, and each CUDA variant under a CPU-only torch ("X.Y.Z+cpu"), where it
     must load its CPU library alone and work."""
-    cells = [(v.name, t) for v in matrix.variants.values() for t in v.torch]
+    cells = [(v.name, t) for v in matrix.variants for t in v.torch]
     cpu_torch = f"{matrix.variant('cpu').smoke_torch}+cpu"
-    cells += [(v.name, cpu_torch) for v in matrix.variants.values() if v.cuda]
+    cells += [(v.name, cpu_torch) for v in matrix.variants if v.cuda]
     return cells
 
 
@@ -133,13 +67,13 @@ def github_matrices(matrix: Matrix) -> dict[str, list[dict[str, str]]]:
             "runner": RUNNERS[arch],
             "image": matrix.image(v.name, arch),
         }
-        for v in matrix.variants.values()
+        for v in matrix.variants
         for arch in v.platforms
     ]
     test = [{"variant": variant, "torch": torch} for variant, torch in test_cells(matrix)]
     gpu = [
         {"variant": v.name, "torch": v.smoke_torch, "runner": GPU_RUNNER_LABEL}
-        for v in matrix.variants.values()
+        for v in matrix.variants
         if v.cuda
     ]
     return {"build": build, "test": test, "gpu": gpu}

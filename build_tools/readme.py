@@ -1,4 +1,5 @@
-"""The README's compatibility tables, generated from wheelops/matrix.json.
+"""The README's generated tables: compatibility (from wheelops/matrix.json) and
+troubleshooting (the guard's own findings, build_tools/troubleshooting.py).
 
 python -m build_tools.readme          # rewrite the tables in README.md
 python -m build_tools.readme --check  # exit 1 if README.md is out of date (a test runs this)
@@ -10,16 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from build_tools import matrix as build_matrix
-from build_tools.arch_list import load_package_module
+from build_tools import troubleshooting
+from build_tools.compat import archs as _archs
+from build_tools.compat import matrix as build_matrix
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-BEGIN, END = (
-    "<!-- matrix tables: begin (python -m build_tools.readme) -->",
-    "<!-- matrix tables: end -->",
-)
-_archs = load_package_module("_archs")
+SECTIONS = ("matrix tables", "troubleshooting tables")
 
 # Representative GPUs per compute capability, for people who know their GPU's name.
 GPUS = {
@@ -51,7 +48,7 @@ def variants_table(matrix: build_matrix.Matrix, index_url: str) -> str:
         "| platforms | install |",
         "|---|---|---|---|---|---|---|",
     ]
-    for v in matrix.variants.values():
+    for v in matrix.variants:
         cuda = f"CUDA {v.cuda}" if v.cuda else "CPU only (any torch)"
         if v.arch_list:
             archs = _archs.parse_arch_list(v.arch_list)
@@ -68,7 +65,7 @@ def variants_table(matrix: build_matrix.Matrix, index_url: str) -> str:
 
 
 def gpu_table(matrix: build_matrix.Matrix) -> str:
-    cuda_variants = [v for v in matrix.variants.values() if v.arch_list]
+    cuda_variants = [v for v in matrix.variants if v.arch_list]
     header = "| compute capability | GPUs | " + " | ".join(f"`{v.name}`" for v in cuda_variants)
     rows = [header + " |", "|---|---|" + "---|" * len(cuda_variants)]
     for capability, gpus in GPUS.items():
@@ -83,32 +80,37 @@ def gpu_table(matrix: build_matrix.Matrix) -> str:
 
 def render(matrix: build_matrix.Matrix, index_url: str) -> str:
     return (
-        f"{BEGIN}\n\n{variants_table(matrix, index_url)}\n\n"
+        f"{variants_table(matrix, index_url)}\n\n"
         "Which kernel each variant runs on a GPU (the newest SASS that fits, else PTX "
         'compiled by the driver at first use; "no": the guard refuses that GPU):\n\n'
-        f"{gpu_table(matrix)}\n\n{END}"
+        f"{gpu_table(matrix)}"
     )
 
 
-def updated(text: str, tables: str) -> str:
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"README.md lacks the markers {BEGIN!r} ... {END!r}")
-    head, rest = text.split(BEGIN, 1)
-    return head + tables + rest.split(END, 1)[1]
+def markers(section: str) -> tuple[str, str]:
+    return f"<!-- {section}: begin (python -m build_tools.readme) -->", f"<!-- {section}: end -->"
+
+
+def updated(text: str, section: str, body: str) -> str:
+    begin, end = markers(section)
+    if begin not in text or end not in text:
+        raise SystemExit(f"README.md lacks the markers {begin!r} ... {end!r}")
+    head, rest = text.split(begin, 1)
+    return f"{head}{begin}\n\n{body}\n\n{end}{rest.split(end, 1)[1]}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m build_tools.readme", description=__doc__)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
-    import json
-
-    index_url = json.loads(build_matrix.MATRIX_FILE.read_text())["index_url"]
+    matrix = build_matrix.load()
     text = README.read_text()
-    new = updated(text, render(build_matrix.load(), index_url))
+    # The published URL, not a WHEELOPS_INDEX_URL override of this shell.
+    new = updated(text, SECTIONS[0], render(matrix, matrix.published_index_url))
+    new = updated(new, SECTIONS[1], troubleshooting.render())
     if args.check:
         if new != text:
-            print("README.md's matrix tables are out of date: run python -m build_tools.readme")
+            print("README.md's generated tables are out of date: run python -m build_tools.readme")
             return 1
         return 0
     README.write_text(new)

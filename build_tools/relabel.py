@@ -16,7 +16,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from build_tools.wheel_files import parse
 
 

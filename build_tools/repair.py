@@ -20,7 +20,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from build_tools import matrix as build_matrix
 
 # Provided at run time by torch (and the CUDA runtime it depends on): never vendored.

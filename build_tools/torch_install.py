@@ -88,9 +88,7 @@ def install(variant: str, torch: str, default_registry: bool = False) -> tuple[s
     import json
     import subprocess
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from build_tools import matrix as build_matrix
 
     matrix = build_matrix.load()
@@ -116,7 +114,7 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python build_tools/torch_install.py", description=__doc__
+        prog="python -m build_tools.torch_install", description=__doc__
     )
     parser.add_argument("variant")
     parser.add_argument("torch", help='a version, "X.Y.Z+cpu" for the CPU-only build, or "smoke"')

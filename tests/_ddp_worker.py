@@ -100,9 +100,9 @@ def train(
 def _load_native() -> None:
     # Against a source tree (dev mode) the ops are JIT-built on first use, as
     # conftest.py does for the parent; an installed wheel loaded them at import.
-    from wheelops import _native
+    from wheelops._compat import loader
 
-    if _native.loaded() is None:
+    if loader.loaded() is None:
         import wheelops.jit
 
         wheelops.jit.load()

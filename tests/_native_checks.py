@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 
 import wheelops
-from wheelops import _native
+from wheelops._compat import loader
 
 ops = torch.ops.wheelops
 
@@ -131,7 +131,7 @@ def registered_ops() -> set[str]:
 
 
 def _cuda_kernels_loaded() -> bool:
-    libraries = _native.loaded()
+    libraries = loader.loaded()
     return torch.cuda.is_available() and libraries is not None and libraries.cuda is not None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import wheelops
-from wheelops import _native
+from wheelops._compat import loader
 
 MISSING_C10_SYMBOL = "c10::detail::wheelops_test_removed(long)"
 
@@ -113,7 +113,7 @@ def installed_copy(root: Path) -> Path:
     Works in dev mode too: the libraries built by wheelops.jit are copied in
     under their wheel names with their build facts.
     """
-    libs = _native.loaded()
+    libs = loader.loaded()
     assert libs is not None
     package = root / "wheelops"
     shutil.copytree(
@@ -122,7 +122,7 @@ def installed_copy(root: Path) -> Path:
         ignore=shutil.ignore_patterns("*.so", "__pycache__", "_build_info.json"),
     )
     cpu_library = libs.cpu
-    cuda_library = libs.cuda or _native.find_library(libs.cpu.parent, _native.CUDA_LIBRARY)
+    cuda_library = libs.cuda or loader.find_library(libs.cpu.parent, "cuda")
     shutil.copy(cpu_library, package / "_ops_cpu.abi3.so")
     if cuda_library is not None:
         shutil.copy(cuda_library, package / "_ops_cuda.abi3.so")

@@ -29,11 +29,11 @@ settings.load_profile(os.environ.get("WHEELOPS_HYPOTHESIS_PROFILE", "ci"))
 
 def pytest_configure(config: pytest.Config) -> None:
     import wheelops
-    from wheelops import _native
+    from wheelops._compat import loader
 
     # In a source checkout with nothing built, build in place (dev mode) so that
     # `pytest` works straight from a clone; an install under test never gets here.
-    if _native.loaded() is None:
+    if loader.loaded() is None:
         import wheelops.jit
 
         wheelops.jit.load()
@@ -62,9 +62,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     import wheelops
-    from wheelops import _native
+    from wheelops._compat import loader
 
-    libs = _native.loaded()
+    libs = loader.loaded()
     return [
         f"wheelops {wheelops.__version__} from {Path(wheelops.__file__).parent}",
         f"torch {torch.__version__} (CUDA {torch.version.cuda}), "

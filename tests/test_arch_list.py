@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from _checkout import REPO, import_build_tools
 
-from wheelops._archs import describe, kernel_for, parse_arch_list
-
-REPO = Path(__file__).resolve().parent.parent
+from wheelops._compat.archs import describe, kernel_for, parse_arch_list
 
 
 def test_spaces_and_ptx_suffixes():
@@ -53,7 +49,7 @@ def test_describe():
 
 @pytest.mark.skipif(not (REPO / "build_tools").is_dir(), reason="needs the source checkout")
 def test_build_defaults_come_from_the_matrix(monkeypatch):
-    sys.path.insert(0, str(REPO))
+    import_build_tools()
     from build_tools.arch_list import arch_list_for
 
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)

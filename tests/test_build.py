@@ -13,18 +13,19 @@ import pytest
 import torch
 
 import wheelops
-from wheelops import _native
+from wheelops._compat import loader
+from wheelops._compat.facts import this_process
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = Path(wheelops.__file__).resolve().parent
 
 
 def _built_library(stem: str) -> Path:
-    libs = _native.loaded()
+    libs = loader.loaded()
     assert libs is not None
     path = libs.cpu if stem == "cpu" else libs.cuda
     if path is None:  # present in the package but not loaded (CPU-only torch)
-        path = _native.find_library(libs.cpu.parent, _native.CUDA_LIBRARY)
+        path = loader.find_library(libs.cpu.parent, "cuda")
     if path is None:
         pytest.skip(f"this build has no {stem} library (built without CUDA)")
     return path
@@ -36,7 +37,7 @@ def test_build_info_describes_this_build():
     assert info.stable_abi_floor == "2.10"
     assert info.python_floor == "3.10"
     assert re.match(r"\d+\.\d+", info.torch_version)
-    libs = _native.loaded()
+    libs = loader.loaded()
     assert libs is not None and info.libraries["cpu"] == libs.cpu.name
     if info.cuda_version is not None:
         assert info.libraries["cuda"] and info.sass_archs
@@ -49,13 +50,16 @@ def test_build_info_describes_this_build():
 def test_build_info_readable_without_torch_or_native_code():
     if wheelops.build_info().dev_mode:
         pytest.skip("dev-mode facts live in the jit cache, not in the package")
-    module, facts = PACKAGE_DIR / "_build_info.py", PACKAGE_DIR / "_build_info.json"
+    # As the build tooling loads it: the core folder as a package of its own.
+    core, facts = PACKAGE_DIR / "_compat", PACKAGE_DIR / "_build_info.json"
     script = (
-        "import importlib.util, pathlib, sys\n"
-        f"spec = importlib.util.spec_from_file_location('bi', {str(module)!r})\n"
-        "bi = sys.modules['bi'] = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(bi)\n"
-        f"info = bi.read_build_info(pathlib.Path({str(facts)!r}))\n"
+        "import importlib, importlib.util, pathlib, sys\n"
+        f"spec = importlib.util.spec_from_file_location('core', {str(core / '__init__.py')!r},"
+        f" submodule_search_locations=[{str(core)!r}])\n"
+        "sys.modules['core'] = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(sys.modules['core'])\n"
+        "facts = importlib.import_module('core.facts')\n"
+        f"info = facts.read_build_info(pathlib.Path({str(facts)!r}))\n"
         "assert 'torch' not in sys.modules\n"
         "print(info.wheelops_version, info.torch_version)\n"
     )
@@ -110,10 +114,10 @@ def test_cpu_library_links_no_cuda():
 
 
 def test_cuda_library_loaded_exactly_when_torch_is_a_cuda_build():
-    libs = _native.loaded()
+    libs = loader.loaded()
     cuda_file = _built_library("cuda")
     assert cuda_file.exists()
-    if _native.torch_has_cuda():
+    if this_process().torch_kind == "cuda":
         assert libs.cuda is not None and libs.cuda_not_loaded_because is None
     else:
         assert libs.cuda is None

@@ -5,23 +5,20 @@ glibc floor of the built libraries."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import html.parser
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from _checkout import import_build_tools
+from _loopback import served
 
-REPO = Path(__file__).resolve().parent.parent
-if not (REPO / "build_tools").is_dir():
-    pytest.skip("needs the source checkout", allow_module_level=True)
-sys.path.insert(0, str(REPO))
+import_build_tools()
 
 from build_tools import build_env, index, relabel, torch_install, version  # noqa: E402
 from build_tools import matrix as build_matrix  # noqa: E402
@@ -95,29 +92,6 @@ def test_index_refuses_wheels_without_a_variant_label(tmp_path):
         index.collect([tmp_path])
 
 
-@contextlib.contextmanager
-def _served(directory: Path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        cwd=directory,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(100):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            subprocess.run(["sleep", "0.1"], check=True)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-@pytest.mark.skipif(shutil.which("sleep") is None, reason="needs coreutils")
 def test_pip_resolves_from_the_served_index(tmp_path):
     """pip itself, against the index on loopback: PEP 503 pages, hashes, metadata."""
     wheels = tmp_path / "wheels"
@@ -125,7 +99,7 @@ def test_pip_resolves_from_the_served_index(tmp_path):
     make_wheel(wheels, "0.1.0+cu130")
     make_wheel(wheels, "0.1.0+cpu")
     index.generate(index.collect([wheels]), tmp_path / "site")
-    with _served(tmp_path / "site") as url:
+    with served(tmp_path / "site") as url:
         done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps",
              "--only-binary=:all:", "--platform=manylinux_2_28_x86_64",
@@ -224,12 +198,12 @@ def test_cuda_12_builds_are_refused_outside_their_image(monkeypatch):
 
 def test_built_libraries_need_nothing_newer_than_glibc_2_28():
     """The manylinux_2_28 promise, on the libraries actually loaded (see glibc_compat.h)."""
-    from wheelops import _native
+    from wheelops._compat import loader
 
     objdump = shutil.which("objdump")
     if objdump is None:
         pytest.skip("objdump (binutils) is not installed")
-    libs = _native.loaded()
+    libs = loader.loaded()
     assert libs is not None
     for library in filter(None, (libs.cpu, libs.cuda)):
         symbols = subprocess.run(

@@ -21,7 +21,7 @@ import pytest
 import torch
 from _native_fixtures import installed_copy, read_facts, run_python, write_facts
 
-from wheelops._variants import matrix
+from wheelops._compat.matrix import matrix
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 

@@ -14,10 +14,10 @@ RUN_ADD = (
     "import torch, wheelops.jit as jit\n"
     "info = jit.load(cuda={cuda})\n"
     "import wheelops\n"
-    "from wheelops import _native\n"
+    "from wheelops._compat import loader\n"
     "device = 'cuda' if {cuda} else 'cpu'\n"
     "out = wheelops.add(torch.ones(3, device=device), torch.ones(3, device=device))\n"
-    "print(out.tolist(), info.dev_mode, _native.loaded().cpu)\n"
+    "print(out.tolist(), info.dev_mode, loader.loaded().cpu)\n"
 )
 
 

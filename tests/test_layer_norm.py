@@ -408,8 +408,8 @@ def test_side_stream(dtype):
 # is a kernel of its own, so each is a new race.
 _CONCURRENT_FIRST_BACKWARDS = """
 import threading, torch, torch.nn.functional as F, wheelops
-from wheelops import _native
-if _native.loaded() is None:
+from wheelops._compat import loader
+if loader.loaded() is None:
     import wheelops.jit
     wheelops.jit.load()
 errors = []

@@ -3,17 +3,14 @@ workflows and the README must agree with it (these tests read them as text)."""
 
 from __future__ import annotations
 
+import ast
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from _checkout import REPO, import_build_tools
 
-REPO = Path(__file__).resolve().parent.parent
-if not (REPO / "build_tools").is_dir():
-    pytest.skip("needs the source checkout", allow_module_level=True)
-sys.path.insert(0, str(REPO))
-
+import_build_tools()
 from build_tools import matrix as build_matrix  # noqa: E402
 from build_tools import readme  # noqa: E402
 from build_tools.arch_list import parse_arch_list  # noqa: E402
@@ -27,8 +24,8 @@ VERSION_LITERAL = re.compile(
 
 
 def test_variants_are_consistent():
-    assert MATRIX.default_variant in MATRIX.variants
-    for v in MATRIX.variants.values():
+    assert MATRIX.default_variant in MATRIX.names
+    for v in MATRIX.variants:
         assert v.smoke_torch in v.torch and v.torch == tuple(sorted(v.torch, key=_release))
         assert set(v.platforms) <= set(build_matrix.RUNNERS)
         assert _release(v.build_torch) >= (2, 10)
@@ -47,7 +44,7 @@ def _release(version: str) -> tuple[int, int]:
 
 def test_cuda_13_from_pypi_cuda_12_from_images():
     # DESIGN 7: the PyPI CUDA 12 wheels carry no nvcc driver.
-    for v in MATRIX.variants.values():
+    for v in MATRIX.variants:
         if v.cuda:
             assert v.toolkit_source == ("pypi" if v.cuda.startswith("13.") else "image")
 
@@ -62,7 +59,7 @@ def test_noxfile_repeats_nothing_from_the_matrix():
 def test_dockerfile_takes_every_version_from_the_matrix():
     text = (REPO / "docker" / "Dockerfile").read_text()
     declared = set(re.findall(r"^ARG (\w+)", text, flags=re.MULTILINE))
-    for variant in MATRIX.variants:
+    for variant in MATRIX.names:
         for arch in MATRIX.variant(variant).platforms:
             given = set(build_matrix.docker_build_args(MATRIX, variant, arch))
             assert given <= declared, f"{variant}: Dockerfile lacks ARG {given - declared}"
@@ -81,7 +78,7 @@ def test_cibuildwheel_defaults_are_the_default_variant():
         assert config[f"manylinux-{arch}-image"] == MATRIX.image(MATRIX.default_variant, arch)
     assert config["build"] == "cp310-manylinux_*"
     assert "WHEELOPS_VARIANT" in config["environment-pass"]
-    assert "build_tools/repair.py" in " ".join(config["repair-wheel-command"])
+    assert "python -m build_tools.repair" in " ".join(config["repair-wheel-command"])
 
 
 def test_workflow_matrices_come_from_the_matrix_file():
@@ -106,12 +103,10 @@ def test_workflow_actions_are_pinned_by_commit():
 def test_github_matrices_cover_every_cell():
     jobs = build_matrix.github_matrices(MATRIX)
     builds = {(row["variant"], row["platform"]) for row in jobs["build"]}
-    assert builds == {(v.name, p) for v in MATRIX.variants.values() for p in v.platforms}
+    assert builds == {(v.name, p) for v in MATRIX.variants for p in v.platforms}
     tests = [(row["variant"], row["torch"]) for row in jobs["test"]]
     assert tests == build_matrix.test_cells(MATRIX)
-    assert {row["variant"] for row in jobs["gpu"]} == {
-        v.name for v in MATRIX.variants.values() if v.cuda
-    }
+    assert {row["variant"] for row in jobs["gpu"]} == {v.name for v in MATRIX.variants if v.cuda}
 
 
 def test_ci_runs_the_readme_test_command():
@@ -122,3 +117,33 @@ def test_ci_runs_the_readme_test_command():
 
 def test_readme_tables_are_generated_from_the_matrix():
     assert readme.main(["--check"]) == 0, "run: python -m build_tools.readme"
+
+
+def _code_strings(path: Path) -> set[str]:
+    """The string constants of a Python file, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    }
+
+
+def test_one_model_is_the_only_reader_of_the_matrix():
+    # A reader names the file in its code as a path (messages and docs may mention it).
+    sources = [p for p in REPO.rglob("*.py") if ".nox" not in p.parts and "site" not in p.parts]
+    readers = {
+        str(p.relative_to(REPO))
+        for p in sources
+        if p != Path(__file__)
+        if any(s.endswith("matrix.json") and " " not in s for s in _code_strings(p))
+    }
+    assert readers == {"wheelops/_compat/matrix.py"}

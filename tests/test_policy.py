@@ -1,36 +1,28 @@
-"""The compatibility policy, row by row, over recorded fact sets (no loading, no GPU)."""
+"""The compatibility policy, row by row, over recorded fact sets (no loading, no GPU):
+`evaluate` is pure, so every rule is checked with the facts alone."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
+from _checkout import import_build_tools
 
-from wheelops._build_info import BuildInfo
-from wheelops._guard import format_findings
-from wheelops._policy import Severity, gpu_finding, preload_findings, worst
-from wheelops._runtime_facts import Gpu, RuntimeFacts
-from wheelops._variants import matrix
+from wheelops._compat.dlerror import LoadFailure
+from wheelops._compat.facts import BuildInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
+from wheelops._compat.loader import format_findings
+from wheelops._compat.matrix import matrix
+from wheelops._compat.policy import LibraryFile, Report, Status, evaluate
+
+import_build_tools()
+from build_tools import troubleshooting  # noqa: E402
 
 INDEX = matrix().index_url
 TORCH_INDEX = matrix().torch_index_url
+REINSTALL = f"pip install --force-reinstall --no-deps wheelops --index-url {INDEX}"
 
-CU130_BUILD = BuildInfo(
-    wheelops_version="0.1.0",
-    torch_version="2.14.1+cu130",
-    stable_abi_floor="2.10",
-    python_floor="3.10",
-    cuda_version="13.0",
-    nvcc_version="13.0.88",
-    cuda_toolkit_origin="PyPI",
-    cuda_arch_list="7.5;8.0;8.6;9.0;10.0;12.0+PTX",
-    sass_archs=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
-    ptx_archs=("12.0",),
-    compiler="c++ (GCC) 13.2.1",
-    platform="linux_x86_64",
-    git_commit="0" * 40,
-    libraries={"cpu": "_ops_cpu.abi3.so", "cuda": "_ops_cuda.abi3.so"},
-)
+# The README's recorded build (build_tools/troubleshooting.py), as this package's record.
+CU130_BUILD = BuildInfo.from_dict(troubleshooting.BUILD.to_dict())
 CPU_BUILD = replace(
     CU130_BUILD,
     cuda_version=None,
@@ -48,14 +40,32 @@ def torch_runtime(version: str, cuda: str | None = None, **other: str) -> Runtim
     return replace(CUDA_TORCH, torch_version=version, torch_cuda=cuda, **other)
 
 
+FILES = (
+    LibraryFile("cpu", "/w/_ops_cpu.abi3.so", exists=True),
+    LibraryFile("cuda", "/w/_ops_cuda.abi3.so", exists=True),
+)
+
+
+def report_of(build: BuildInfo, runtime: RuntimeFacts, **facts) -> Report:
+    files = FILES if build.cuda_version else FILES[:1]
+    return evaluate(build, runtime, matrix(), files=files, **facts)
+
+
 def by_check(build: BuildInfo, runtime: RuntimeFacts) -> dict:
-    return {f.check: f for f in preload_findings(build, runtime)}
+    return {f.check: f for f in report_of(build, runtime).findings}
 
 
 def test_matching_install_is_ok_on_every_line():
-    findings = preload_findings(CU130_BUILD, CUDA_TORCH)
-    assert [f.check for f in findings] == ["Python", "torch", "torch build", "CUDA", "platform"]
-    assert worst(findings) is Severity.OK
+    report = report_of(CU130_BUILD, CUDA_TORCH)
+    assert [f.check for f in report.findings] == [
+        "Python",
+        "torch",
+        "torch build",
+        "CUDA",
+        "platform",
+    ]
+    assert report.verdict is Status.OK and report.exit_status == 0
+    assert [(c.role, c.accepted) for c in report.candidates] == [("cpu", True), ("cuda", True)]
 
 
 # Python: >= the wheel's floor.
@@ -64,10 +74,10 @@ def test_matching_install_is_ok_on_every_line():
 )
 def test_python_row(python, severity):
     finding = by_check(CU130_BUILD, replace(CUDA_TORCH, python_version=python))["Python"]
-    assert finding.severity is Severity[severity]
-    if finding.severity is Severity.FATAL:
+    assert finding.status is Status[severity]
+    if finding.status is Status.FATAL:
         assert "3.9.18" in finding.message and "3.10" in finding.message
-        assert "python3.12 -m venv" in finding.fix
+        assert "python3.12 -m venv" in finding.fix[0]
 
 
 # torch: >= 2.10 (stable-ABI floor); older: refuse before load, say so.
@@ -82,20 +92,20 @@ def test_python_row(python, severity):
 )
 def test_torch_version_row(torch_version, severity):
     finding = by_check(CU130_BUILD, torch_runtime(torch_version, "13.0"))["torch"]
-    assert finding.severity is Severity[severity]
-    if finding.severity is Severity.FATAL:
+    assert finding.status is Status[severity]
+    if finding.status is Status.FATAL:
         assert torch_version in finding.message and "2.10" in finding.message
         assert "2.14.1+cu130" in finding.message  # the torch it was built against
         label = torch_version.split("+")[1]
-        assert (
-            finding.fix == f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/{label}'
+        assert finding.fix == (
+            f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/{label}',
         )
 
 
 def test_torch_missing_is_fatal_with_the_install_command():
     finding = by_check(CU130_BUILD, torch_runtime(None))["torch"]  # type: ignore[arg-type]
-    assert finding.severity is Severity.FATAL
-    assert finding.fix == f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/cu130'
+    assert finding.status is Status.FATAL
+    assert finding.fix == (f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/cu130',)
 
 
 # torch build: CPU-only torch loads the CPU library only; ROCm/XPU: CPU only, say why.
@@ -111,13 +121,15 @@ def test_torch_missing_is_fatal_with_the_install_command():
 )
 def test_torch_build_row(build, runtime, severity, words):
     finding = by_check(build, runtime)["torch build"]
-    assert finding.severity is Severity[severity], finding
+    assert finding.status is Status[severity], finding
     for word in words:
         assert word in finding.message
     if build is CU130_BUILD and runtime.torch_kind == "cpu":
-        assert finding.fix == f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/cu130'
+        assert finding.fix == (
+            f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/cu130',
+        )
     if build is CPU_BUILD and severity == "DEGRADED":
-        assert finding.fix.endswith(f"--index-url {INDEX}/cu130")
+        assert finding.fix[0].endswith(f"--index-url {INDEX}/cu130")
     # No CUDA line where no CUDA library will load.
     assert ("CUDA" in by_check(build, runtime)) == (
         build is CU130_BUILD and runtime.torch_cuda is not None and not runtime.torch_hip
@@ -140,60 +152,190 @@ def test_torch_build_row(build, runtime, severity, words):
 def test_cuda_row(build_cuda, torch_cuda, severity, fix_variant):
     build = replace(CU130_BUILD, cuda_version=build_cuda)
     runtime = torch_runtime(f"2.11.0+cu{torch_cuda.replace('.', '')}", torch_cuda)
-    finding = by_check(build, runtime)["CUDA"]
-    assert finding.severity is Severity[severity]
-    if finding.severity is Severity.FATAL:
+    report = report_of(build, runtime)
+    finding = report.finding("CUDA")
+    assert finding.status is Status[severity]
+    assert report.exit_status == (severity == "FATAL")
+    if finding.status is Status.FATAL:
         assert build_cuda in finding.message and torch_cuda in finding.message
+        assert not any(c.accepted for c in report.candidates)
         # Both directions, the one that keeps the user's torch first (issue #15, bug 3).
         change_torch = (
-            f"keep this wheelops and install a torch built with CUDA {build_cuda}: "
             f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/'
             f"cu{build_cuda.replace('.', '')}"
         )
+        reinstall = "pip install --force-reinstall --no-deps wheelops --index-url"
         if fix_variant:
-            reinstall = "pip install --force-reinstall --no-deps wheelops --index-url"
-            assert finding.fix == f"{reinstall} {INDEX}/{fix_variant}; or {change_torch}"
+            assert finding.fix == (f"{reinstall} {INDEX}/{fix_variant}", change_torch)
+            assert f"install the {fix_variant} variant of wheelops, or keep this" in finding.message
         else:
-            assert finding.fix == f"no wheelops variant is built for CUDA 12.4: {change_torch}"
+            assert finding.fix == (change_torch,)
+            assert "No wheelops variant is built for CUDA 12.4" in finding.message
 
 
 def test_platform_row():
     finding = by_check(replace(CU130_BUILD, platform="linux_aarch64"), CUDA_TORCH)["platform"]
-    assert finding.severity is Severity.FATAL
+    assert finding.status is Status.FATAL
     assert "aarch64" in finding.message and "x86_64" in finding.message
 
 
-# GPU: SASS of the same major with minor <= the device's, or PTX <= the device's.
+# GPU: SASS of the same major with minor <= the device's, or PTX <= the device's. A GPU
+# the build cannot run on degrades the install (import works, that GPU's first op raises).
 @pytest.mark.parametrize(
     ("arch_list", "capability", "severity", "fix_words"),
     [
         ("7.5;8.0;8.6;9.0;10.0;12.0+PTX", (9, 0), "OK", []),
         ("8.0", (8, 9), "OK", []),
         ("8.0+PTX", (9, 0), "OK", []),
-        ("8.0", (9, 0), "FATAL", ["cu130 variant, which covers 9.0", 'TORCH_CUDA_ARCH_LIST="9.0"']),
-        ("7.5;8.0;8.6;9.0;10.0;12.0+PTX", (7, 0), "FATAL", ["cu126", f"{TORCH_INDEX}/cu126"]),
+        ("8.0", (9, 0), "DEGRADED", [f"{INDEX}/cu130", 'TORCH_CUDA_ARCH_LIST="9.0"']),
+        ("7.5;8.0;8.6;9.0;10.0;12.0+PTX", (7, 0), "DEGRADED", [f"{TORCH_INDEX}/cu126"]),
     ],
 )
 def test_gpu_row(arch_list, capability, severity, fix_words):
     sass = tuple(a.replace("+PTX", "") for a in arch_list.split(";"))
     ptx = tuple(a.replace("+PTX", "") for a in arch_list.split(";") if a.endswith("+PTX"))
     build = replace(CU130_BUILD, cuda_arch_list=arch_list, sass_archs=sass, ptx_archs=ptx)
-    gpu = Gpu(1, "NVIDIA Test GPU", capability)
-    finding = gpu_finding(build, CUDA_TORCH, gpu)
-    assert finding.severity is Severity[severity]
-    if finding.severity is Severity.FATAL:
+    report = report_of(
+        build, CUDA_TORCH, gpus=[Gpu(1, "NVIDIA Test GPU", capability)], driver="13.0"
+    )
+    finding = report.finding("GPU cuda:1")
+    assert finding.status is Status[severity] and report.exit_status == 0
+    if finding.status is not Status.OK:
         cap = f"{capability[0]}.{capability[1]}"
         assert f"cuda:1 (NVIDIA Test GPU, compute capability {cap})" in finding.message
         assert f"SASS {', '.join(sass)}" in finding.message
         for word in fix_words:
-            assert word in finding.fix
+            assert any(word in command for command in finding.fix), (word, finding.fix)
 
 
-def test_refusal_message_has_both_sides_and_the_fix():
+def test_gpus_not_looked_at_are_not_judged():
+    # Import never initialises CUDA: without GPUs there is no GPU or driver line.
+    checks = by_check(CU130_BUILD, CUDA_TORCH)
+    assert not [c for c in checks if c.startswith("GPU") or c == "CUDA driver"]
+
+
+@pytest.mark.parametrize(
+    ("driver", "status", "words"),
+    [
+        ("13.0", "OK", []),
+        ("12.8", "DEGRADED", ["CUDA 12.8", ">= 580"]),
+        (None, "DEGRADED", ["no NVIDIA driver"]),
+    ],
+)
+def test_driver_row(driver, status, words):
+    report = report_of(CU130_BUILD, CUDA_TORCH, gpus=[], driver=driver)
+    finding = report.finding("CUDA driver")
+    assert finding.status is Status[status] and report.exit_status == 0
+    for word in words:
+        assert word in finding.message
+
+
+def test_candidates_under_a_cpu_only_torch():
+    report = report_of(CU130_BUILD, torch_runtime("2.13.0+cpu"))
+    cpu, cuda = report.candidates
+    assert cpu.accepted and not cuda.accepted and "CPU-only" in cuda.reason
+    assert [c.role for c in report.to_load] == ["cpu"]
+    # A damaged CUDA library that would not be loaded does not matter.
+    files = (FILES[0], LibraryFile("cuda", FILES[1].path, True, "x is truncated"))
+    report = evaluate(CU130_BUILD, torch_runtime("2.13.0+cpu"), matrix(), files=files)
+    assert report.exit_status == 0
+
+
+def test_a_missing_or_damaged_library_stops_everything():
+    files = (FILES[0], LibraryFile("cuda", "/w/_ops_cuda*.so", exists=False))
+    report = evaluate(CU130_BUILD, CUDA_TORCH, matrix(), files=files)
+    assert report.exit_status == 1 and report.to_load == ()
+    assert report.finding("CUDA library").message.endswith("/w/_ops_cuda*.so does not exist")
+    assert report.finding("CUDA library").fix == (f"{REINSTALL}/cu130",)
+    files = (
+        LibraryFile("cpu", "/w/x.so", True, "/w/x.so is a 32-bit library; this Python is 64-bit"),
+    )
+    report = evaluate(CPU_BUILD, CUDA_TORCH, matrix(), files=files)
+    assert (
+        report.finding("CPU library").fix == ()
+        and "64-bit Python" in report.finding("CPU library").message
+    )
+
+
+def test_load_failures_reject_their_candidate():
+    failure = LoadFailure("torch-abi", "x calls c10::f(), which torch does not have", "raw")
+    report = report_of(CU130_BUILD, CUDA_TORCH, load_failures={"cuda": failure})
+    assert report.exit_status == 1 and report.to_load == ()
+    assert [c.accepted for c in report.candidates] == [True, False]
+    finding = report.finding("load CUDA library")
+    assert finding.fix == (f"{REINSTALL}/cu130",) and "The loader said: raw" in finding.message
+    # A damaged dependency is not wheelops': no reinstall command (issue #15, bug 2).
+    damaged = LoadFailure(
+        "dependency-damaged", "x needs libcudart.so.13, damaged", "raw", "/o/libcudart.so.13"
+    )
+    finding = report_of(CU130_BUILD, CUDA_TORCH, load_failures={"cpu": damaged}).finding(
+        "load CPU library"
+    )
+    assert (
+        finding.fix == () and "replace or remove the damaged /o/libcudart.so.13" in finding.message
+    )
+
+
+def test_guard_off_reports_but_does_not_refuse():
+    report = report_of(replace(CU130_BUILD, stable_abi_floor="2.99"), CUDA_TORCH, guard=False)
+    assert report.exit_status == 0 and all(c.accepted for c in report.candidates)
+    finding = report.finding("torch")
+    assert finding.status is Status.DEGRADED and finding.message.startswith("not enforced")
+    # A broken file is refused all the same: it could kill the process when mapped.
+    files = (LibraryFile("cpu", "/w/x.so", True, "/w/x.so is truncated"),)
+    assert evaluate(CPU_BUILD, CUDA_TORCH, matrix(), files=files, guard=False).exit_status == 1
+
+
+@pytest.mark.parametrize(
+    ("facts", "check", "fix"),
+    [
+        (
+            UnreadableBuildInfo("/w/_build_info.json", "missing", False),
+            "build facts",
+            f"{REINSTALL}/cu130",
+        ),
+        (
+            UnreadableBuildInfo("/w/_build_info.json", "unreadable (JSONDecodeError: x)", False),
+            "build facts",
+            f"{REINSTALL}/cu130",
+        ),
+        (
+            UnreadableBuildInfo("/w/_build_info.json", "missing", True),
+            "native libraries",
+            "python -m wheelops.jit",
+        ),
+    ],
+)
+def test_unreadable_build_facts_are_fatal(facts, check, fix):
+    # Issue #15, bug 1: the doctor said "DEGRADED: this install works here" (exit 0).
+    report = evaluate(facts, CUDA_TORCH, matrix(), files=FILES[:1])
+    assert report.exit_status == 1 and report.to_load == ()
+    (finding,) = report.findings
+    assert finding.check == check and finding.fix == (fix,)
+    assert ("source checkout" in finding.message) == facts.checkout
+
+
+def test_refusal_message_has_both_sides_and_every_fix():
     build = replace(CU130_BUILD, cuda_version="12.8")
     text = format_findings("headline", [by_check(build, CUDA_TORCH)["CUDA"]])
     assert "build: CUDA 12.8" in text and "here:  CUDA 13.0 (torch 2.11.0+cu130)" in text
+    assert f"\n  fix:   {REINSTALL}/cu130\n" in text
     assert (
-        f"fix:   pip install --force-reinstall --no-deps wheelops --index-url {INDEX}/cu130" in text
+        f'\n  or:    pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/cu128\n' in text
     )
     assert "WHEELOPS_SKIP_GUARD=1" in text and "python -m wheelops" in text
+
+
+@pytest.mark.parametrize(
+    ("situations", "status"),
+    [
+        (troubleshooting.AT_IMPORT, "fatal"),
+        (troubleshooting.IN_THE_REPORT, "degraded"),
+        (troubleshooting.IN_A_CHECKOUT, "fatal"),
+    ],
+)
+def test_the_readme_tables_say_what_the_guard_decides(situations, status):
+    # Each README row is the policy's finding; its table says whether import raises.
+    for situation in situations:
+        finding = troubleshooting.finding(situation)
+        assert str(finding.status) == status, (situation.meaning, finding)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from wheelops import _doctor
+from wheelops import __version__
+from wheelops._compat import doctor
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    return _doctor.main(as_json=args.json)
+    return doctor.main(__version__, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,16 @@ replaced: re-run the process after editing a kernel.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from wheelops import _build_info, _native
+from wheelops._compat import loader
+from wheelops._compat.facts import BuildInfo, read_build_info, this_process
+from wheelops._compat.matrix import variant_name
 
 if TYPE_CHECKING:  # build_tools exists only in a source checkout
     from build_tools.cuda_toolkit import CudaToolkit
@@ -37,14 +39,21 @@ def _require_checkout() -> None:
             f"wheelops.jit builds from a source checkout, but {PACKAGE_DIR} is an installed "
             "package (no csrc/ next to it). Clone the repository and run from its root."
         )
-    if str(CHECKOUT) not in sys.path:
-        sys.path.insert(0, str(CHECKOUT))
+    if importlib.util.find_spec("build_tools") is None:
+        raise RuntimeError(
+            f"wheelops.jit needs the checkout's build_tools importable: run from {CHECKOUT} "
+            f"(python -m wheelops.jit) or put it on PYTHONPATH"
+        )
 
 
 def default_cache_dir() -> Path:
     root = os.environ.get("WHEELOPS_JIT_CACHE") or Path.home() / ".cache" / "wheelops" / "jit"
-    variant = _build_info.variant_name(torch.version.cuda if _native.torch_has_cuda() else None)
+    variant = variant_name(torch.version.cuda if _cuda_torch() else None)
     return Path(root) / f"torch{torch.__version__.split('+')[0]}-{variant}"
+
+
+def _cuda_torch() -> bool:
+    return this_process().torch_kind == "cuda"
 
 
 def _gpu_arch_list() -> str | None:
@@ -86,16 +95,16 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
     return Path(path)
 
 
-def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildInfo:
+def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     """Build the native libraries from csrc/ (incrementally), load them, register the ops.
 
     ``cuda=None`` builds CUDA kernels when torch is a CUDA build; ``False`` skips
     them (faster when only CPU kernels changed). Returns the dev build's facts.
     """
-    loaded = _native.loaded()
+    loaded = loader.loaded()
     if loaded is not None:
-        if _build_info.build_info().dev_mode:
-            return _build_info.build_info()
+        if loader.build_info().dev_mode:
+            return loader.build_info()
         raise RuntimeError(
             f"wheelops native libraries are already loaded from {loaded.cpu}; dev mode needs a "
             "source checkout without built libraries in wheelops/ (delete wheelops/*.so)."
@@ -105,7 +114,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
     from build_tools.plan import prepare_cuda_build
 
     toolkit, archs = None, None
-    if _native.torch_has_cuda() if cuda is None else cuda:
+    if _cuda_torch() if cuda is None else cuda:
         # Before torch.utils.cpp_extension is first imported: it settles
         # CUDA_HOME then, from PATH if unset, and a build never uses PATH's nvcc.
         toolkit, archs = prepare_cuda_build(torch.version.cuda, _gpu_arch_list())
@@ -135,9 +144,10 @@ def load(verbose: bool = False, cuda: bool | None = None) -> _build_info.BuildIn
         dev_mode=True,
     )
     # Written by the build's writer, read back by this package's reader.
-    info = _build_info.read_build_info(build_facts.write(facts, cache))
-    _build_info.set_dev_build_info(info)
-    _native.load_libraries(Path(cpu_path), cuda_path)
+    info = read_build_info(build_facts.write(facts, cache))
+    if not isinstance(info, BuildInfo):
+        raise RuntimeError(f"wheelops.jit wrote build facts it cannot read: {info.state}")
+    loader.load_libraries(info, Path(cpu_path), cuda_path)
     from wheelops.ops import register_python_kernels
 
     register_python_kernels()
@@ -152,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-only", action="store_true", help="skip the CUDA library")
     args = parser.parse_args(argv)
     info = load(verbose=args.verbose, cuda=False if args.cpu_only else None)
-    libs = _native.loaded()
+    libs = loader.loaded()
     assert libs is not None
     print(f"wheelops dev build in {default_cache_dir()}")
     print(f"  cpu library:  {libs.cpu}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from wheelops import _guard, _native
+from wheelops._compat import loader
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _DTYPE_NAMES = "float32, float16, bfloat16 or float64"
@@ -100,18 +100,18 @@ def one_of(op: str, name: str, value: object, allowed: tuple[str, ...]) -> str:
 
 def runnable(op: str, tensor: torch.Tensor) -> None:
     """The native libraries are loaded and have kernels for the tensor's device and GPU."""
-    _native.require(op)
+    loader.require(op)
     if tensor.is_cuda:
-        _native.require_cuda_kernels(op, tensor)
+        loader.require_cuda_kernels(op, tensor)
         # Under torch.compile the fake kernel checks the GPU, at trace time.
         if not torch.compiler.is_compiling():
-            _guard.check_device(op, tensor.device.index)
+            loader.check_device(op, tensor.device.index)
 
 
 def gpu_supported(op: str, tensor: torch.Tensor) -> None:
     """For fake kernels: a compiled graph must not launch on a GPU the build cannot run on."""
     if tensor.is_cuda:
-        _guard.check_device(op, tensor.device.index)
+        loader.check_device(op, tensor.device.index)
 
 
 def opmath(t: torch.Tensor) -> torch.Tensor:

@@ -1,20 +1,92 @@
-"""What this process runs: Python, torch and its build kind, CUDA runtime, machine.
+"""Facts, no decisions: how this install was built, what this process runs, the GPUs.
 
-`collect()` never initialises CUDA (import wheelops must not create a context);
-the GPU and driver facts, which do, are read only by the doctor and at the
-first CUDA call.
+The build facts are one typed record (BuildInfo) with one reader and one writer,
+used by the build (build_tools writes them) and the runtime (the guard reads
+them); reading them loads no native code and imports no torch. Runtime facts
+never initialise CUDA (import wheelops must not create a context); the GPU and
+driver facts, which do, are read only by the doctor and at the first CUDA call.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.util
+import json
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from wheelops._elf import host_machine
+from .elf import host_machine
+from .matrix import variant_name
+
+BUILD_INFO_FILE = "_build_info.json"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """What the build was: versions, toolkit, GPU archs, compiler, platform, commit."""
+
+    wheelops_version: str
+    torch_version: str  # the torch the libraries were compiled against
+    stable_abi_floor: str  # the oldest torch they load in (TORCH_TARGET_VERSION)
+    python_floor: str
+    cuda_version: str | None  # CUDA release of the toolkit, None for a CPU-only build
+    nvcc_version: str | None
+    cuda_toolkit_origin: str | None  # "PyPI" or "CUDA_HOME"
+    cuda_arch_list: str | None  # TORCH_CUDA_ARCH_LIST as built
+    sass_archs: tuple[str, ...]  # archs with machine code
+    ptx_archs: tuple[str, ...]  # archs with PTX, JIT-compiled for newer GPUs
+    compiler: str
+    platform: str
+    git_commit: str
+    libraries: dict[str, str | None] = field(default_factory=dict)  # "cpu"/"cuda" -> file
+    cxx_runtime: str | None = None  # "libstdc++.so.6 (shared)"; None in older build facts
+    dev_mode: bool = False  # built by wheelops.jit rather than by a wheel build
+
+    @property
+    def variant(self) -> str:
+        """The published variant this build belongs to: "cpu", "cu130", ..."""
+        return variant_name(self.cuda_version)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["schema_version"] = SCHEMA_VERSION
+        data["sass_archs"] = list(self.sass_archs)
+        data["ptx_archs"] = list(self.ptx_archs)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BuildInfo:
+        known = {name for name in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        values["sass_archs"] = tuple(values.get("sass_archs") or ())
+        values["ptx_archs"] = tuple(values.get("ptx_archs") or ())
+        return cls(**values)
+
+
+def write_build_info(info: BuildInfo, path: Path) -> None:
+    path.write_text(json.dumps(info.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True)
+class UnreadableBuildInfo:
+    """Build facts that cannot be read: nothing says what the libraries need."""
+
+    path: str
+    state: str  # "missing", "unreadable (JSONDecodeError: ...)"
+    checkout: bool  # a source checkout with nothing built (no libraries either)
+
+
+def read_build_info(path: Path, checkout: bool = False) -> BuildInfo | UnreadableBuildInfo:
+    if not path.exists():
+        return UnreadableBuildInfo(str(path), "missing", checkout)
+    try:
+        return BuildInfo.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        return UnreadableBuildInfo(str(path), f"unreadable ({type(err).__name__}: {err})", False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,247 @@
+"""The README's troubleshooting tables, printed by the guard itself.
+
+Each row is a recorded situation (build facts, this process, library files,
+the loader's own words, GPUs) passed through the policy's `evaluate`; the
+table shows the finding exactly as the guard prints it, with its fix commands.
+So the README cannot say what the guard does not. `python -m build_tools.readme`
+writes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from build_tools.compat import dlerror, facts, matrix, policy
+
+SITE = "/venv/lib/python3.12/site-packages/wheelops"
+CPU_FILE, CUDA_FILE = f"{SITE}/_ops_cpu.abi3.so", f"{SITE}/_ops_cuda.abi3.so"
+BUILD = facts.BuildInfo(
+    wheelops_version="0.1.0",
+    torch_version="2.14.1+cu130",
+    stable_abi_floor="2.10",
+    python_floor="3.10",
+    cuda_version="13.0",
+    nvcc_version="13.0.88",
+    cuda_toolkit_origin="PyPI",
+    cuda_arch_list="7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    sass_archs=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
+    ptx_archs=("12.0",),
+    compiler="c++ (GCC) 14.2.1",
+    platform="linux_x86_64",
+    git_commit="0" * 40,
+    libraries={"cpu": "_ops_cpu.abi3.so", "cuda": "_ops_cuda.abi3.so"},
+)
+CPU_BUILD = replace(BUILD, cuda_version=None, sass_archs=(), ptx_archs=(), cuda_arch_list=None)
+HERE = facts.RuntimeFacts("3.12.3", "x86_64", "2.14.1+cu130", "13.0", None, None)
+
+
+def _torch(version: str, cuda: str | None = None, **other: Any) -> Any:
+    return replace(HERE, torch_version=version, torch_cuda=cuda, **other)
+
+
+def _file(role: str, problem: str | None = None, exists: bool = True) -> Any:
+    path = CPU_FILE if role == "cpu" else CUDA_FILE
+    return policy.LibraryFile(role, path if exists else path.replace(".abi3", "*"), exists, problem)
+
+
+def _loader_said(role: str, text: str, build: Any = BUILD, runtime: Any = HERE) -> dict[str, Any]:
+    path = Path(CPU_FILE if role == "cpu" else CUDA_FILE)
+    failure = dlerror.classify(
+        path,
+        text.format(path=path),
+        build_torch=build.torch_version,
+        runtime_torch=runtime.torch_version,
+        build_cuda=build.cuda_version,
+        runtime_cuda=runtime.torch_cuda,
+    )
+    return {role: failure}
+
+
+@dataclass(frozen=True)
+class Situation:
+    meaning: str
+    build: Any = BUILD
+    runtime: Any = HERE
+    files: tuple[Any, ...] = (_file("cpu"), _file("cuda"))
+    load_failures: dict[str, Any] = field(default_factory=dict)
+    gpus: tuple[Any, ...] | None = None
+    driver: str | None = "13.0"
+    check: str | None = None  # the finding to show; else the first that is not ok
+
+
+AT_IMPORT = [
+    Situation("the interpreter is too old", runtime=replace(HERE, python_version="3.9.18")),
+    Situation("installed with `--no-deps` and no torch", runtime=_torch(None), check="torch"),
+    Situation("no wheelops build loads in that torch", runtime=_torch("2.9.1+cu128", "12.8")),
+    Situation(
+        "the wheel's CUDA major differs from torch's", runtime=_torch("2.10.0+cu128", "12.8")
+    ),
+    Situation(
+        "torch's CUDA runtime is older than the build's toolkit",
+        build=replace(BUILD, cuda_version="13.2"),
+    ),
+    Situation(
+        "no published variant loads beside that torch",
+        runtime=_torch("2.10.0+cu124", "12.4"),
+    ),
+    Situation("a wheel for another CPU", build=replace(BUILD, platform="linux_aarch64")),
+    Situation(
+        "the package is incomplete",
+        files=(_file("cpu"), _file("cuda", exists=False)),
+    ),
+    Situation(
+        "a damaged library (loading it could kill the process with SIGBUS)",
+        files=(
+            _file("cpu", f"{CPU_FILE} is truncated: 1048576 bytes, its headers describe 9437184"),
+            _file("cuda"),
+        ),
+    ),
+    Situation(
+        "a library for another CPU (the loader itself would say 'No such file or directory')",
+        files=(_file("cpu", f"{CPU_FILE} was built for aarch64; this machine is x86_64"),),
+    ),
+    Situation(
+        "a 32-bit library",
+        files=(_file("cpu", f"{CPU_FILE} is a 32-bit library; this Python is 64-bit"),),
+    ),
+    Situation(
+        "`_build_info.json` is missing",
+        build=facts.UnreadableBuildInfo(f"{SITE}/_build_info.json", "missing", False),
+    ),
+    Situation(
+        "`_build_info.json` is damaged",
+        build=facts.UnreadableBuildInfo(
+            f"{SITE}/_build_info.json",
+            "unreadable (JSONDecodeError: Expecting value: line 1 column 1 (char 0))",
+            False,
+        ),
+    ),
+    Situation(
+        "a library built the classic (unstable-ABI) way, or for another torch",
+        load_failures=_loader_said(
+            "cpu", "{path}: undefined symbol: _ZN3c106detail23torchInternalAssertFailEPKcS2_jS2_"
+        ),
+    ),
+    Situation(
+        "torch is older than the build needs",
+        load_failures=_loader_said("cpu", "{path}: undefined symbol: aoti_torch_new_function"),
+    ),
+    Situation(
+        "a library of another CUDA major",
+        load_failures=_loader_said(
+            "cuda", "libcudart.so.12: cannot open shared object file: No such file or directory"
+        ),
+    ),
+    Situation(
+        "the runtime lacks a function of the build's toolkit",
+        load_failures=_loader_said(
+            "cuda", "{path}: undefined symbol: cudaGetDriverEntryPointByVersion"
+        ),
+    ),
+    Situation(
+        "an old system libstdc++ (often a conda environment's)",
+        load_failures=_loader_said(
+            "cpu",
+            "/opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found "
+            "(required by {path})",
+        ),
+    ),
+    Situation(
+        "an OS older than the wheel's manylinux_2_28",
+        load_failures=_loader_said(
+            "cpu", "/lib64/libc.so.6: version `GLIBC_2.28' not found (required by {path})"
+        ),
+    ),
+    Situation(
+        "torch is broken, or the library was loaded without torch",
+        load_failures=_loader_said(
+            "cpu", "libtorch_cpu.so: cannot open shared object file: No such file or directory"
+        ),
+    ),
+    Situation(
+        "another dependency is missing",
+        load_failures=_loader_said(
+            "cpu", "libfoo.so.1: cannot open shared object file: No such file or directory"
+        ),
+    ),
+    Situation(
+        "a damaged copy of a dependency, found on LD_LIBRARY_PATH or in the system's library "
+        "directories before torch's own",
+        load_failures=_loader_said("cuda", "/opt/broken/libcudart.so.13: file too short"),
+    ),
+    Situation(
+        "a case the guard does not know: the loader's own words follow",
+        load_failures=_loader_said("cpu", "{path}: cannot enable executable stack"),
+    ),
+]
+IN_THE_REPORT = [
+    Situation("a CPU-only torch: CPU tensors work", runtime=_torch("2.13.0+cpu")),
+    Situation("a ROCm torch: CPU tensors work", runtime=_torch("2.11.0+rocm6.4", torch_hip="6.4")),
+    Situation("the cpu variant under a CUDA torch", build=CPU_BUILD, files=(_file("cpu"),)),
+    Situation("no NVIDIA driver: CPU tensors work", gpus=(), driver=None, check="CUDA driver"),
+    Situation("the driver is too old for torch's CUDA", gpus=(), driver="12.8"),
+    Situation(
+        "a GPU the build has no kernel for: its first op raises UnsupportedGPUError",
+        build=replace(BUILD, sass_archs=("8.0",), ptx_archs=(), cuda_arch_list="8.0"),
+        gpus=(facts.Gpu(0, "NVIDIA H100 80GB HBM3", (9, 0)),),
+    ),
+]
+IN_A_CHECKOUT = [
+    Situation(
+        "nothing is built: build in place, or install a wheel",
+        build=facts.UnreadableBuildInfo(f"{SITE}/_build_info.json", "missing", True),
+        files=(),
+    ),
+]
+
+
+def finding(situation: Situation) -> Any:
+    published = matrix.matrix()
+    published = dataclasses.replace(published, index_url=published.published_index_url)
+    report = policy.evaluate(
+        situation.build,
+        situation.runtime,
+        published,
+        gpus=situation.gpus,
+        load_failures=situation.load_failures,
+        files=situation.files,
+        driver=situation.driver,
+    )
+    if situation.check:
+        return report.finding(situation.check)
+    return next(f for f in report.findings if f.status is not policy.Status.OK)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(situations: list[Situation]) -> str:
+    rows = [
+        "| the guard prints | status | fix (commands; keeping your torch first) | meaning |",
+        "|---|---|---|---|",
+    ]
+    for situation in situations:
+        f = finding(situation)
+        fix = "<br>".join(f"`{_cell(c)}`" for c in f.fix) or "(none: see the message)"
+        rows.append(
+            f"| `{_cell(f.check)}: {_cell(f.message)}` | {f.status} | {fix} | {situation.meaning} |"
+        )
+    return "\n".join(rows)
+
+
+def render() -> str:
+    return (
+        "**At import** (`wheelops.CompatibilityError`; `python -m wheelops` exits 1):\n\n"
+        f"{table(AT_IMPORT)}\n\n"
+        "**In the doctor's report** (degraded: `import wheelops` works, "
+        "`python -m wheelops` exits 0):\n\n"
+        f"{table(IN_THE_REPORT)}\n\n"
+        "**In a source checkout with nothing built** (`import wheelops` works, so that "
+        "`python -m wheelops.jit` can build; the ops raise until then; `python -m wheelops` "
+        "exits 1):\n\n"
+        f"{table(IN_A_CHECKOUT)}"
+    )

@@ -1,0 +1,181 @@
+"""Every fix the guard prints that can run here is run, and must cure what it names.
+
+A venv gets the wheel under test from a PEP 503 index served on 127.0.0.1
+(WHEELOPS_INDEX_URL points the guard's commands at it), an install fault is
+made, the guard's own fix commands are taken from `python -m wheelops --json`
+and run as printed, and then `import wheelops` must work and the finding be
+gone. Commands that need the internet (PyTorch's index) cannot run here; the
+policy tests check their text.
+
+The wheels come from WHEELOPS_TEST_WHEELHOUSE (nox sets it to dist/repaired);
+a fix naming a variant the wheelhouse lacks is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from _checkout import import_build_tools
+from _loopback import served
+from _native_fixtures import build_broken_libraries, truncated
+
+import wheelops
+from wheelops._compat.facts import this_process
+
+import_build_tools()
+from build_tools import index  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+WHEELHOUSE = os.environ.get("WHEELOPS_TEST_WHEELHOUSE")
+if not WHEELHOUSE:
+    pytest.skip("set WHEELOPS_TEST_WHEELHOUSE to a folder of built wheels", allow_module_level=True)
+CUDA_TORCH = this_process().torch_kind == "cuda"
+BUILD = wheelops.build_info()
+RUN_AN_OP = "import torch, wheelops; print(wheelops.add(torch.ones(2), torch.ones(2)).tolist())"
+
+
+class Venv:
+    def __init__(self, root: Path, base_url: str, variants: set[str]) -> None:
+        self.root, self.variants = root, variants
+        self.index_url = f"{base_url}/whl"
+        subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+        # torch (and the rest) from the environment under test, after the venv's own
+        # site-packages: the wheelops installed here shadows the one under test.
+        site = next((root / "lib").glob("python3*/site-packages"))
+        (site / "_outer.pth").write_text(str(Path(torch.__file__).resolve().parent.parent) + "\n")
+        self.site = site
+
+    @property
+    def env(self) -> dict[str, str]:
+        # A neutral pip (no configured extra indexes or find-links): the printed command
+        # alone must find the wheel.
+        ours = ("WHEELOPS_", "PYTHON", "PIP_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+        env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["WHEELOPS_INDEX_URL"] = self.index_url
+        env["PIP_CONFIG_FILE"] = os.devnull
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        return env
+
+    def run(self, command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command, shell=True, cwd=self.root, env=self.env, capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+
+    def python(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.root / "bin" / "python"), *args], cwd=self.root, env=self.env,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    @property
+    def package(self) -> Path:
+        return self.site / "wheelops"
+
+    def install(self, variant: str) -> None:
+        reinstall = "pip install --force-reinstall --no-deps wheelops --index-url"
+        done = self.run(f"{reinstall} {self.index_url}/{variant}")
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def report(self) -> dict:
+        done = self.python("-m", "wheelops", "--json")
+        assert done.returncode in (0, 1), done.stderr[-3000:]
+        report = json.loads(done.stdout)
+        assert report["exit_status"] == done.returncode
+        assert report["wheelops"]["location"] == str(self.package.resolve())
+        return report
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
+    root = tmp_path_factory.mktemp("fixes")
+    wheels = index.collect([Path(WHEELHOUSE)])
+    variants = set(index.generate(wheels, root / "site"))
+    if BUILD.variant not in variants:
+        pytest.skip(f"the wheelhouse has no {BUILD.variant} wheel (the one under test)")
+    with served(root / "site") as url:
+        yield Venv(root / "venv", url, variants)
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build_broken_libraries(tmp_path_factory.mktemp("broken"))
+
+
+def _set_facts(venv: Venv, **changes: object) -> None:
+    path = venv.package / "_build_info.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def _slot(venv: Venv) -> Path:
+    """The library a fault breaks: the CUDA one where it would load, else the CPU one."""
+    stem = "_ops_cuda" if CUDA_TORCH and BUILD.cuda_version else "_ops_cpu"
+    return next(venv.package.glob(f"{stem}*.so"))
+
+
+FAULTS: dict[str, tuple[Callable[[Venv, dict[str, Path]], None], str]] = {
+    # name: (make the fault, the check whose finding it raises)
+    "truncated library": (lambda v, b: truncated(_slot(v), _slot(v)), "library"),
+    "missing library": (lambda v, b: _slot(v).unlink(), "library"),
+    "missing build facts": (lambda v, b: (v.package / "_build_info.json").unlink(), "build facts"),
+    "damaged build facts": (
+        lambda v, b: (v.package / "_build_info.json").write_text("garbage{"),
+        "build facts",
+    ),
+    "torch C++ ABI": (
+        lambda v, b: _slot(v).write_bytes(b["missing_c10_symbol"].read_bytes()),
+        "library",
+    ),
+    "another platform": (lambda v, b: _set_facts(v, platform="linux_riscv64"), "platform"),
+    "CUDA major": (lambda v, b: _set_facts(v, cuda_version="12.8"), "CUDA"),
+    "cpu variant under a CUDA torch": (
+        lambda v, b: _set_facts(v, cuda_version=None, sass_archs=[], ptx_archs=[]),
+        "torch build",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_the_printed_fix_cures_it(venv: Venv, broken: dict[str, Path], fault: str) -> None:
+    make, check = FAULTS[fault]
+    if fault == "CUDA major" and not (CUDA_TORCH and BUILD.cuda_version):
+        pytest.skip("a CUDA version to mismatch needs a CUDA build under a CUDA torch")
+    if fault == "cpu variant under a CUDA torch" and not CUDA_TORCH:
+        pytest.skip("needs a CUDA torch")
+    venv.install(BUILD.variant)
+    make(venv, broken)
+    before = venv.report()
+    (finding,) = [
+        f
+        for f in before["findings"]
+        if f["status"] != "ok" and (f["check"] == check or f["check"].endswith(" " + check))
+    ]
+    runnable = [c for c in finding["fix"] if venv.index_url in c]
+    assert runnable, f"no fix installs from the wheelops index: {finding}"
+    command = runnable[0]
+    variant = command.rsplit("/", 1)[-1]
+    if variant not in venv.variants:
+        pytest.skip(f"the fix installs the {variant} wheel, which the wheelhouse lacks")
+    # Import and doctor agree before the fix ...
+    imported = venv.python("-c", "import wheelops")
+    assert (imported.returncode != 0) == (before["exit_status"] == 1), imported.stderr[-2000:]
+    if before["exit_status"]:
+        assert command in imported.stderr  # the refusal prints the same command
+    done = venv.run(command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # ... and after it: cured.
+    after = venv.report()
+    assert after["exit_status"] == 0, after["findings"]
+    assert not [f for f in after["findings"] if f["check"] == finding["check"] and f["fix"]]
+    assert after["wheelops"]["variant"] == variant
+    ran = venv.python("-c", RUN_AN_OP)
+    assert ran.returncode == 0 and ran.stdout.strip() == "[2.0, 2.0]", ran.stderr[-2000:]

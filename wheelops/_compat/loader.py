@@ -1,0 +1,286 @@
+"""Find the native libraries, ask the policy, dlopen what it accepts, keep one state.
+
+The CPU library (every op schema and CPU kernel) and, under a CUDA torch, the
+CUDA library. Before any dlopen the facts go to `policy.evaluate`; a loader
+failure is read from its real dlerror text and evaluated again. A refusal
+raises CompatibilityError (or, for the doctor, is only recorded). The GPU
+check runs at the first CUDA call per device, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import elf
+from .dlerror import LoadFailure, classify, dlopen_error
+from .facts import (
+    BUILD_INFO_FILE,
+    BuildInfo,
+    UnreadableBuildInfo,
+    gpu,
+    read_build_info,
+    this_process,
+)
+from .matrix import matrix
+from .policy import Finding, LibraryFile, Report, Status, evaluate, gpu_finding, library_file
+
+if TYPE_CHECKING:
+    import torch
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+STEMS = {"cpu": "_ops_cpu", "cuda": "_ops_cuda"}
+SKIP_ENV = "WHEELOPS_SKIP_GUARD"
+DOCTOR = "python -m wheelops"
+
+
+class CompatibilityError(ImportError):
+    """This wheelops install cannot serve this Python / torch / CUDA / machine."""
+
+
+class UnsupportedGPUError(RuntimeError):
+    """This wheelops build holds no kernel image that the GPU can run."""
+
+
+# Tracebacks name them as users import them: wheelops.CompatibilityError.
+CompatibilityError.__module__ = UnsupportedGPUError.__module__ = "wheelops"
+
+
+def guard_enabled() -> bool:
+    """False when WHEELOPS_SKIP_GUARD=1: experts who know better than the checks."""
+    return os.environ.get(SKIP_ENV, "") not in ("1", "true", "yes")
+
+
+def imported_by_doctor() -> bool:
+    """`python -m wheelops` imports the package before it runs the doctor, which must
+    report a refusal instead of dying of it. CPython sets sys.argv[0] to "-m" only while
+    it locates the module that -m names, before any of the user's code runs."""
+    if sys.argv[:1] != ["-m"]:
+        return False
+    argv = getattr(sys, "orig_argv", [])
+    module = next(
+        (a[2:] or b for a, b in zip(argv, [*argv[1:], ""], strict=True) if a.startswith("-m")), ""
+    )
+    return module == "wheelops"
+
+
+@dataclass
+class Loaded:
+    cpu: Path
+    cuda: Path | None
+    report: Report
+
+    @property
+    def cuda_not_loaded_because(self) -> str | None:
+        finding = self.report.finding("torch build")
+        if self.cuda is not None or finding is None:
+            return None
+        return finding.message + "".join(f". Fix: {c}" for c in finding.fix[:1])
+
+
+@dataclass
+class _State:
+    """The one record of what loading found: the inputs `evaluate` saw, and the outcome."""
+
+    inputs: dict[str, Any] = field(default_factory=dict)
+    report: Report | None = None
+    loaded: Loaded | None = None
+    error: CompatibilityError | None = None
+
+
+_state = _State()
+
+
+def find_library(directory: Path, role: str) -> Path | None:
+    matches = sorted(directory.glob(f"{STEMS[role]}*.so"))
+    return matches[0] if matches else None
+
+
+def loaded() -> Loaded | None:
+    return _state.loaded
+
+
+def state() -> _State:
+    return _state
+
+
+def build_info() -> BuildInfo:
+    """The build facts of this wheelops: see BuildInfo. Raises RuntimeError where they
+    cannot be read (an unbuilt source checkout, a damaged install)."""
+    facts = _state.inputs.get("build") or read_build_info(PACKAGE_DIR / BUILD_INFO_FILE)
+    if isinstance(facts, UnreadableBuildInfo):
+        raise RuntimeError(
+            f"wheelops has no build facts: {facts.path} is {facts.state}. "
+            + ("Build in place with `python -m wheelops.jit`." if facts.checkout else "")
+        )
+    return facts
+
+
+def load_installed(strict: bool = True) -> Loaded | None:
+    """Load the libraries next to the package; None in an unbuilt source checkout.
+
+    `strict=False` records a refusal instead of raising (the doctor).
+    """
+    cpu, cuda = find_library(PACKAGE_DIR, "cpu"), find_library(PACKAGE_DIR, "cuda")
+    checkout = cpu is None and cuda is None
+    build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
+    if isinstance(build, UnreadableBuildInfo) and build.checkout:
+        _state.inputs = {"build": build, "files": []}
+        return None
+    return load_libraries(build, cpu, cuda, strict=strict)
+
+
+def load_libraries(
+    build: BuildInfo | UnreadableBuildInfo, cpu: Path | None, cuda: Path | None, strict: bool = True
+) -> Loaded | None:
+    """Evaluate, then dlopen what the policy accepts. The caller registers the Python
+    kernels (wheelops.ops.register_python_kernels) once they load."""
+    if _state.loaded is not None:
+        raise RuntimeError(f"wheelops native libraries are already loaded from {_state.loaded.cpu}")
+    files = [_library_file("cpu", cpu)]
+    if isinstance(build, BuildInfo) and build.cuda_version is not None:
+        files.append(_library_file("cuda", cuda))
+    failures: dict[str, LoadFailure] = {}
+    _state.inputs = {"build": build, "files": files, "load_failures": failures,
+                     "guard": guard_enabled()}  # fmt: skip
+    report = _evaluate()
+    for candidate in report.to_load:
+        failure = _dlopen(Path(candidate.path), build)
+        if failure is not None:
+            failures[candidate.role] = failure
+            report = _evaluate()
+            break
+    _state.report = report
+    if report.exit_status:
+        _state.error = CompatibilityError(refusal_message(report))
+        if strict:
+            raise _state.error from None  # the findings say it all; no chained traceback
+        return None
+    paths = {c.role: Path(c.path) for c in report.to_load}
+    _state.loaded = Loaded(paths["cpu"], paths.get("cuda"), report)
+    return _state.loaded
+
+
+def _evaluate(**extra: Any) -> Report:
+    return evaluate(runtime=this_process(), matrix=matrix(), **_state.inputs, **extra)
+
+
+def report_with_devices(gpus: list[Any], driver: str | None) -> Report:
+    """The doctor's report: what import decided, plus the driver and every GPU."""
+    return _evaluate(gpus=gpus, driver=driver)
+
+
+def _library_file(role: str, path: Path | None) -> LibraryFile:
+    pattern = f"{PACKAGE_DIR / STEMS[role]}*.so"
+    return library_file(role, path, pattern, elf.problem(path) if path else None)
+
+
+def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo) -> LoadFailure | None:
+    import torch
+
+    assert isinstance(build, BuildInfo)
+    try:
+        torch.ops.load_library(str(path))
+    except OSError as err:
+        # torch replaces the loader's words with "Could not load this library".
+        text = str(err.__cause__ or "") or dlopen_error(path) or str(err)
+        runtime = this_process()
+        return classify(
+            path,
+            text,
+            build_torch=build.torch_version,
+            runtime_torch=runtime.torch_version,
+            build_cuda=build.cuda_version,
+            runtime_cuda=runtime.torch_cuda,
+        )
+    return None
+
+
+def format_findings(headline: str, findings: list[Finding]) -> str:
+    lines = [headline]
+    for finding in findings:
+        lines += [
+            "",
+            f"{finding.check}: {finding.message}",
+            f"  build: {finding.build}",
+            f"  here:  {finding.runtime}",
+        ]
+        lines += [f"  {'fix:' if i == 0 else 'or: '}   {c}" for i, c in enumerate(finding.fix)]
+    lines += [
+        "",
+        f"`{DOCTOR}` prints the whole report. {SKIP_ENV}=1 skips these checks (for experts: "
+        "a real mismatch then fails later and less clearly).",
+    ]
+    return "\n".join(lines)
+
+
+def refusal_message(report: Report) -> str:
+    build = report.build
+    what = (
+        f"wheelops {build.wheelops_version} ({build.variant} build, against torch "
+        f"{build.torch_version})"
+        if isinstance(build, BuildInfo)
+        else "wheelops"
+    )
+    fatal = [f for f in report.findings if f.status is Status.FATAL]
+    return format_findings(f"{what} cannot run in this environment.", fatal)
+
+
+def require(op: str) -> None:
+    """Raise a clear error when an op is called but no library is loaded."""
+    if _state.loaded is not None:
+        return
+    if _state.error is not None:
+        raise RuntimeError(f"wheelops.{op}: wheelops did not load.\n{_state.error}")
+    raise RuntimeError(
+        f"wheelops.{op}: the wheelops native libraries are not built. In a source "
+        "checkout run `python -m wheelops.jit` (or call wheelops.jit.load()); "
+        "otherwise reinstall with `pip install --force-reinstall --no-deps wheelops`."
+    )
+
+
+def require_cuda_kernels(op: str, tensor: torch.Tensor) -> None:
+    if tensor.is_cuda and (_state.loaded is None or _state.loaded.cuda is None):
+        reason = _state.loaded.cuda_not_loaded_because if _state.loaded else None
+        raise RuntimeError(
+            f"wheelops.{op}: got a tensor on {tensor.device}, but wheelops has no CUDA kernels "
+            f"loaded: {reason or 'this build has none'}"
+        )
+
+
+_covered_devices: set[int] = set()
+_refusals: dict[int, str] = {}
+_lock = threading.Lock()
+
+
+def check_device(op: str, index: int) -> None:
+    """Raise UnsupportedGPUError before a launch on a GPU the build cannot run on; the
+    verdict is cached per device, so later calls pay one set lookup."""
+    if index in _covered_devices:
+        return
+    with _lock:
+        if index not in _covered_devices and index not in _refusals:
+            _decide(index)
+    if index in _refusals:
+        raise UnsupportedGPUError(f"wheelops.{op}: {_refusals[index]}")
+
+
+def _decide(index: int) -> None:
+    if not guard_enabled():
+        _covered_devices.add(index)
+        return
+    try:
+        device = gpu(index)
+    except (RuntimeError, AssertionError):
+        return  # no such GPU in this process (fake tensors): a real launch would say so
+    finding = gpu_finding(build_info(), this_process(), matrix(), device)
+    if finding.status is Status.OK:
+        _covered_devices.add(index)
+    else:
+        _refusals[index] = format_findings(
+            f"no kernel for cuda:{index} in this wheelops build.", [finding]
+        )

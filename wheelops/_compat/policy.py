@@ -1,0 +1,474 @@
+"""The compatibility policy: one pure `evaluate` decides what loads, and says why.
+
+Every rule lives here (DESIGN.md's policy table, plus the build facts, the
+library files, the loader's failures, the driver and the GPUs). `evaluate`
+takes recorded facts and returns a Report: each candidate library accepted or
+rejected with its reason, every finding with both sides and the commands that
+fix it, the verdict and the exit status. Nothing here loads a library or
+touches a GPU, so every rule is tested with recorded fact sets; import and
+`python -m wheelops` call the same function, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .archs import describe, kernel_for
+from .dlerror import LoadFailure
+from .facts import BuildInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
+from .matrix import Matrix, version_tuple
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    DEGRADED = 1  # works, with less than the build offers (CPU kernels only, a GPU not covered)
+    FATAL = 2  # wheelops cannot load here: import raises
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # what was compared: "Python", "torch", "CUDA", "GPU cuda:0", ...
+    status: Status
+    build: str  # the build's side
+    runtime: str  # this machine's side
+    message: str  # names the cause and both sides; what to do where no command does it
+    fix: tuple[str, ...] = ()  # commands, each a cure; the one that keeps torch first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "status": str(self.status),
+            "build": self.build,
+            "runtime": self.runtime,
+            "message": self.message,
+            "fix": list(self.fix),
+        }
+
+
+@dataclass(frozen=True)
+class LibraryFile:
+    """A native library as found on disk: its path (or the pattern that found nothing) and
+    what reading its headers found wrong (None: a complete library for this machine)."""
+
+    role: str  # "cpu" or "cuda"
+    path: str
+    exists: bool
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    role: str
+    path: str
+    accepted: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.role, "path": self.path, "accepted": self.accepted,
+                "reason": self.reason}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Report:
+    build: BuildInfo | UnreadableBuildInfo
+    runtime: RuntimeFacts
+    candidates: tuple[Candidate, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def verdict(self) -> Status:
+        return max((f.status for f in self.findings), default=Status.OK)
+
+    @property
+    def exit_status(self) -> int:
+        """1 exactly when import raises: no library may be loaded."""
+        return 1 if self.verdict is Status.FATAL else 0
+
+    @property
+    def to_load(self) -> tuple[Candidate, ...]:
+        return () if self.exit_status else tuple(c for c in self.candidates if c.accepted)
+
+    @property
+    def fixes(self) -> list[str]:
+        """Every command, the fix of what stops wheelops first, each once."""
+        ranked = sorted(self.findings, key=lambda f: f.status, reverse=True)
+        return list(dict.fromkeys(c for f in ranked if f.status is not Status.OK for c in f.fix))
+
+    def finding(self, check: str) -> Finding | None:
+        return next((f for f in self.findings if f.check == check), None)
+
+
+ROLES = {"cpu": "CPU", "cuda": "CUDA"}
+
+
+def evaluate(
+    build: BuildInfo | UnreadableBuildInfo,
+    runtime: RuntimeFacts,
+    matrix: Matrix,
+    gpus: Sequence[Gpu] | None = None,
+    load_failures: Mapping[str, LoadFailure] | None = None,
+    files: Sequence[LibraryFile] = (),
+    driver: str | None = None,
+    guard: bool = True,
+) -> Report:
+    """Decide which libraries load and report every finding.
+
+    `gpus` None: the GPUs were not looked at (import never initialises CUDA); then the
+    driver is not judged either. `load_failures`: what the loader said when it tried
+    (role -> failure). `guard` False (WHEELOPS_SKIP_GUARD=1): checks before the load
+    are reported but do not stop it.
+    """
+    rules = _Rules(matrix, runtime)
+    if isinstance(build, UnreadableBuildInfo):
+        finding = rules.unreadable_facts(build)
+        candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
+        return Report(build, runtime, candidates, (finding,))
+    before_load = rules.before_load(build)
+    if not guard:
+        before_load = [_not_enforced(f) for f in before_load]
+    use_cuda = build.cuda_version is not None and runtime.torch_kind == "cuda"
+    wanted = [f for f in files if f.role == "cpu" or use_cuda]
+    # A broken file is never handed to the loader, guard or not: a truncated one can
+    # kill the process (SIGBUS) while it is mapped.
+    findings = before_load + [
+        rules.library_file(build, f) for f in wanted if f.problem or not f.exists
+    ]
+    stop = next((f for f in findings if f.status is Status.FATAL), None)
+    candidates = [
+        Candidate(f.role, f.path, False, f"not loaded: {rules.torch_build(build).message}")
+        for f in files
+        if f not in wanted
+    ]
+    failures = dict(load_failures or {})
+    for file in wanted:
+        if stop is not None:
+            reason = f"not loaded: the {stop.check} check refuses this install"
+            candidates.append(Candidate(file.role, file.path, False, reason))
+            continue
+        failure = failures.get(file.role)
+        if failure is not None:
+            stop = rules.load_failure(build, file.role, failure)
+            findings.append(stop)
+            candidates.append(Candidate(file.role, file.path, False, stop.message))
+            continue
+        candidates.append(Candidate(file.role, file.path, True, rules.accepted(build, file.role)))
+    if gpus is not None and runtime.torch_kind == "cuda":
+        assert runtime.torch_cuda is not None
+        findings.append(rules.driver(runtime.torch_cuda, driver))
+    if gpus is not None and build.cuda_version is not None:
+        findings += [gpu_finding(build, runtime, matrix, gpu) for gpu in gpus]
+    in_file_order = sorted(candidates, key=lambda c: [f.role for f in files].index(c.role))
+    return Report(build, runtime, tuple(in_file_order), tuple(findings))
+
+
+def _not_enforced(finding: Finding) -> Finding:
+    if finding.status is not Status.FATAL:
+        return finding
+    return Finding(
+        finding.check,
+        Status.DEGRADED,
+        finding.build,
+        finding.runtime,
+        f"not enforced (WHEELOPS_SKIP_GUARD=1): {finding.message}",
+        finding.fix,
+    )
+
+
+def gpu_finding(build: BuildInfo, runtime: RuntimeFacts, matrix: Matrix, gpu: Gpu) -> Finding:
+    """Whether the build holds a kernel image this GPU can run. A GPU it cannot run on
+    degrades the install (CPU tensors and other GPUs work); its first launch there raises."""
+    check = f"GPU cuda:{gpu.index}"
+    holds = describe(build.sass_archs, build.ptx_archs)
+    device = f"{gpu.name}, compute capability {gpu.capability_text}"
+    runs = kernel_for(build.sass_archs, build.ptx_archs, gpu.capability)
+    if runs:
+        return Finding(check, Status.OK, holds, device, f"runs {runs}")
+    message = (
+        f"cuda:{gpu.index} ({device}) cannot run this wheelops build: it holds {holds}. "
+        "SASS runs only on GPUs of its major version with an equal or higher minor, "
+        "PTX only on GPUs of at least its capability"
+    )
+    cap = gpu.capability_text
+    fix = []
+    here = [
+        v for v in matrix.variants_for_torch_cuda(runtime.torch_cuda) if v.runs_on(gpu.capability)
+    ]
+    elsewhere = [v for v in matrix.variants if v.cuda and v.runs_on(gpu.capability)]
+    if here:
+        message += f"; the {here[0].name} variant covers {cap}"
+        fix.append(matrix.install_command(here[0].name))
+    elif elsewhere:
+        v = elsewhere[-1]
+        message += (
+            f"; no wheelops variant for CUDA {runtime.torch_cuda} covers {cap}, the {v.name} "
+            f"variant does, with a CUDA {v.cuda} torch"
+        )
+        floor = build.stable_abi_floor
+        fix.append(
+            f"{matrix.torch_install_command(v.name, floor)} && {matrix.install_command(v.name)}"
+        )
+    if runtime.torch_cuda and version_tuple(runtime.torch_cuda)[0] == 13:
+        message += "; or build for this GPU from source"
+        fix.append(matrix.source_build_command(cap))
+    if not fix:
+        message += f"; no published wheelops variant covers compute capability {cap}"
+    return Finding(check, Status.DEGRADED, holds, device, message, tuple(fix))
+
+
+def _torch_label(torch_version: str) -> str | None:
+    """The local version label of a torch wheel names its index: 2.9.0+cu126 -> cu126."""
+    _, plus, label = torch_version.partition("+")
+    return label if plus and label.startswith(("cu", "cpu", "rocm", "xpu")) else None
+
+
+@dataclass(frozen=True)
+class _Rules:
+    matrix: Matrix
+    runtime: RuntimeFacts
+
+    def upgrade_torch(self, build: BuildInfo) -> str:
+        """Upgrade torch from the index the running one came from (its CUDA stays)."""
+        label = _torch_label(self.runtime.torch_version) if self.runtime.torch_version else None
+        variant = label if self.runtime.torch_version is not None else build.variant
+        return self.matrix.torch_install_command(variant, build.stable_abi_floor)
+
+    def variant_fix(self, floor: str) -> tuple[str, ...]:
+        """Install the wheelops variant whose libraries load beside this torch."""
+        m = self.matrix
+        if self.runtime.torch_kind != "cuda":
+            return (m.install_command("cpu"),)
+        fitting = m.variants_for_torch_cuda(self.runtime.torch_cuda)
+        if fitting:
+            return (m.install_command(fitting[0].name),)
+        default = m.default_variant  # no variant for this CUDA: a torch for one, then it
+        return (f"{m.torch_install_command(default, floor)} && {m.install_command(default)}",)
+
+    def unreadable_facts(self, facts: UnreadableBuildInfo) -> Finding:
+        if facts.checkout:
+            return Finding(
+                "native libraries", Status.FATAL, "not built", "source checkout",
+                "this is a source checkout whose native libraries are not built",
+                ("python -m wheelops.jit",),
+            )  # fmt: skip
+        return Finding(
+            "build facts",
+            Status.FATAL,
+            facts.path,
+            facts.state,
+            f"the package's build facts cannot be read: {facts.path} is {facts.state}, so "
+            "nothing says what its libraries need; the install is incomplete or damaged",
+            self.variant_fix("2.10"),
+        )
+
+    def before_load(self, build: BuildInfo) -> list[Finding]:
+        """Everything decidable before any dlopen (DESIGN decision 5)."""
+        findings = [self.python(build), self.torch(build), self.torch_build(build)]
+        cuda = self.cuda(build)
+        return findings + ([cuda] if cuda else []) + [self.platform(build)]
+
+    def python(self, build: BuildInfo) -> Finding:
+        floor, here = build.python_floor, self.runtime.python_version
+        if version_tuple(here) >= version_tuple(floor):
+            return Finding("Python", Status.OK, f">= {floor}", here,
+                           f"Python {here} is supported (>= {floor})")  # fmt: skip
+        return Finding(
+            "Python", Status.FATAL, f">= {floor}", here,
+            f"Python {here} is older than {floor}, the oldest wheelops supports",
+            ("python3.12 -m venv .venv && . .venv/bin/activate && pip install wheelops",),
+        )  # fmt: skip
+
+    def torch(self, build: BuildInfo) -> Finding:
+        floor, here = build.stable_abi_floor, self.runtime.torch_version
+        wanted = f">= {floor} (built against {build.torch_version})"
+        if here is None:
+            message = f"torch is not installed; wheelops needs torch >= {floor}"
+        elif version_tuple(here) < version_tuple(floor):
+            message = (
+                f"torch {here} is older than {floor}, the oldest torch whose stable ABI "
+                f"wheelops uses (built against torch {build.torch_version}); no wheelops "
+                "variant serves it"
+            )
+        else:
+            return Finding("torch", Status.OK, wanted, here,
+                           f"torch {here} is at or above the stable-ABI floor {floor}")  # fmt: skip
+        fix = (self.upgrade_torch(build),)
+        return Finding("torch", Status.FATAL, wanted, here or "not installed", message, fix)
+
+    def torch_build(self, build: BuildInfo) -> Finding:
+        kind = self.runtime.torch_kind
+        ours = f"CUDA {build.cuda_version} + CPU" if build.cuda_version else "CPU only"
+        theirs = self.runtime.describe_torch()
+
+        def finding(status: Status, message: str, *fix: str) -> Finding:
+            return Finding("torch build", status, ours, theirs, message, fix)
+
+        if kind == "missing":
+            return finding(Status.FATAL, "torch is not installed")
+        if build.cuda_version is None:
+            if kind == "cuda":
+                return finding(
+                    Status.DEGRADED,
+                    f"this is the cpu variant of wheelops: it runs CPU tensors only, and "
+                    f"{theirs} can use a GPU",
+                    *self.variant_fix(build.stable_abi_floor),
+                )
+            return finding(Status.OK, "CPU kernels for CPU tensors")
+        if kind == "cuda":
+            return finding(Status.OK, "CPU and CUDA kernels")
+        if kind == "cpu":
+            return finding(
+                Status.DEGRADED,
+                f"{theirs} is CPU-only, so wheelops loads its CPU kernels only; CUDA tensors "
+                "need a CUDA build of torch",
+                self.matrix.torch_install_command(build.variant, build.stable_abi_floor),
+            )
+        name = "XPU" if kind == "xpu" else "ROCm"
+        return finding(
+            Status.DEGRADED,
+            f"{theirs}: wheelops has no {name} kernels, so it runs CPU tensors only (no "
+            "wheelops variant targets it)",
+        )
+
+    def cuda(self, build: BuildInfo) -> Finding | None:
+        """Only for a CUDA build under a CUDA torch: same major, runtime minor >= build's."""
+        runtime = self.runtime
+        if build.cuda_version is None or runtime.torch_kind != "cuda":
+            return None
+        assert runtime.torch_cuda is not None
+        ours, theirs = version_tuple(build.cuda_version), version_tuple(runtime.torch_cuda)
+        sides = (
+            f"CUDA {build.cuda_version} (needs the {ours[0]}.x runtime, >= {build.cuda_version})",
+            f"CUDA {runtime.torch_cuda} (torch {runtime.torch_version})",
+        )
+        if ours[0] != theirs[0]:
+            message = (
+                f"wheelops was built with CUDA {build.cuda_version} and torch "
+                f"{runtime.torch_version} brings the CUDA {runtime.torch_cuda} runtime: "
+                f"CUDA {ours[0]} libraries cannot run on a CUDA {theirs[0]} runtime"
+            )
+        elif theirs[1] < ours[1]:
+            message = (
+                f"wheelops was built with CUDA {build.cuda_version}, newer than the CUDA "
+                f"{runtime.torch_cuda} runtime of torch {runtime.torch_version}, which may "
+                "lack functions the build calls"
+            )
+        else:
+            return Finding("CUDA", Status.OK, *sides, "the CUDA runtime matches the build")
+        # Both directions where both exist, the one that keeps the user's torch first.
+        change_torch = self.matrix.torch_install_command(build.variant, build.stable_abi_floor)
+        fitting = self.matrix.variants_for_torch_cuda(runtime.torch_cuda)
+        if fitting:
+            message += (
+                f". Fix: install the {fitting[0].name} variant of wheelops, or keep this "
+                f"wheelops and install a torch built with CUDA {build.cuda_version}"
+            )
+            fix: tuple[str, ...] = (self.matrix.install_command(fitting[0].name), change_torch)
+        else:
+            message += (
+                f". No wheelops variant is built for CUDA {runtime.torch_cuda}: keep this "
+                f"wheelops and install a torch built with CUDA {build.cuda_version}"
+            )
+            fix = (change_torch,)
+        return Finding("CUDA", Status.FATAL, *sides, message, fix)
+
+    def platform(self, build: BuildInfo) -> Finding:
+        built_for = build.platform.split("_", 1)[-1] if "_" in build.platform else build.platform
+        here = self.runtime.machine
+        if built_for in (here, "any"):
+            return Finding("platform", Status.OK, build.platform, here, "same machine")
+        return Finding(
+            "platform", Status.FATAL, build.platform, here,
+            f"this wheelops was built for {built_for}; this machine is {here}",
+            (self.matrix.install_command(build.variant),),
+        )  # fmt: skip
+
+    def library_file(self, build: BuildInfo, file: LibraryFile) -> Finding:
+        """A library file the loader must not be handed (missing, truncated, foreign)."""
+        role = ROLES[file.role]
+        problem = file.problem or f"{file.path} does not exist"
+        message = f"the wheelops {role} library cannot be loaded: {problem}"
+        fix: tuple[str, ...] = (self.matrix.install_command(build.variant),)
+        if "32-bit" in problem:
+            message += "; use a 64-bit Python (wheelops publishes 64-bit wheels only)"
+            fix = ()
+        return Finding(f"{role} library", Status.FATAL,
+                       "a complete 64-bit ELF library for " + build.platform,
+                       problem, message, fix)  # fmt: skip
+
+    def load_failure(self, build: BuildInfo, role: str, failure: LoadFailure) -> Finding:
+        cause, m, advice = failure.cause, self.matrix, ""
+        fix: tuple[str, ...] = (m.install_command(build.variant),)
+        if cause == "torch-too-old":
+            fix = (self.upgrade_torch(build),)
+        elif cause == "libstdcxx":
+            advice = (
+                "; run on a system with GCC >= 13's libstdc++ (e.g. Ubuntu 24.04), or in a "
+                "conda environment: conda install -c conda-forge 'libstdcxx-ng>=13'"
+            )
+            fix = ()
+        elif cause == "glibc":
+            advice = "; run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)"
+            fix = ()
+        elif cause == "dependency-damaged":
+            advice = (
+                f"; replace or remove the damaged {failure.missing} (the loader took it from "
+                "LD_LIBRARY_PATH or the system's library directories, before torch's own "
+                "copy); reinstalling wheelops would not help"
+            )
+            fix = ()
+        elif cause == "elf-class":
+            advice = "; use a 64-bit Python (wheelops publishes 64-bit wheels only)"
+            fix = ()
+        elif cause == "torch-libraries":
+            advice = "; import torch before wheelops, or reinstall torch"
+            fix = (self.upgrade_torch(build),)
+        elif cause in ("torch-abi", "cuda-major", "cuda-minor"):
+            fix = self.variant_fix(build.stable_abi_floor)
+        return Finding(
+            f"load {ROLES[role]} library",
+            Status.FATAL,
+            f"wheelops {build.wheelops_version} ({build.variant}, torch {build.torch_version})",
+            self.runtime.describe_torch(),
+            f"{failure.summary}{advice}. The loader said: {failure.raw}",
+            fix,
+        )
+
+    def accepted(self, build: BuildInfo, role: str) -> str:
+        if role == "cpu":
+            return f"op schemas and CPU kernels; loads with torch >= {build.stable_abi_floor}"
+        return (
+            f"CUDA {build.cuda_version} kernels, torch brings the CUDA {self.runtime.torch_cuda} "
+            f"runtime (same major, minor not older); {describe(build.sass_archs, build.ptx_archs)}"
+        )
+
+    def driver(self, torch_cuda: str, driver: str | None) -> Finding:
+        needed = version_tuple(torch_cuda)[0]
+        wanted = f"CUDA {torch_cuda} runtime (torch)"
+        if driver is None:
+            return Finding(
+                "CUDA driver", Status.DEGRADED, wanted, "no NVIDIA driver (libcuda.so.1) found",
+                "no NVIDIA driver is installed, so no GPU can be used; CPU tensors work",
+            )  # fmt: skip
+        if version_tuple(driver)[0] < needed:
+            return Finding(
+                "CUDA driver", Status.DEGRADED, wanted, f"driver for CUDA {driver}",
+                f"the NVIDIA driver supports CUDA {driver}, older than the CUDA {torch_cuda} "
+                "runtime of torch, so no GPU can be used; CPU tensors work. Update the NVIDIA "
+                f"driver to one for CUDA {needed}.x ({'>= 580' if needed >= 13 else '>= 525'} "
+                "on Linux)",
+            )  # fmt: skip
+        return Finding("CUDA driver", Status.OK, wanted, f"driver for CUDA {driver}", "ok")
+
+
+def library_file(role: str, path: Path | None, pattern: str, problem: str | None) -> LibraryFile:
+    """The LibraryFile for a search: `path` found (with its header problem), or not."""
+    if path is None:
+        return LibraryFile(role, pattern, exists=False)
+    return LibraryFile(role, str(path), exists=True, problem=problem)
