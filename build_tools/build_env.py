@@ -60,6 +60,21 @@ def prepare(name: str) -> None:
         variant = matrix.variant(name)
     except KeyError as err:
         raise SystemExit(err.args[0]) from None
+    if variant.parts:  # universal: the part built by setuptools sets torch and its toolkit
+        own = next(
+            matrix.variant(n) for n in variant.parts if matrix.variant(n).toolkit_source == "pypi"
+        )
+        prepare(own.name)
+        from build_tools import cuda12_toolkit  # fetched now, so a failure shows up first
+
+        for name in variant.parts:
+            if matrix.variant(name).toolkit_source == "debian":
+                try:
+                    toolkit = cuda12_toolkit.provide()
+                except cuda12_toolkit.ToolkitError as err:
+                    raise SystemExit(f"wheelops build: {err}") from None
+                print(f"CUDA {toolkit.version} for {name}: {toolkit.home} ({toolkit.origin})")
+        return
     if variant.toolkit_source == "image" and os.environ.get(IMAGE_VARIANT_ENV) != variant.name:
         raise SystemExit(refusal(variant, matrix))
     _pip(*BUILD_REQUIREMENTS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sysconfig
+from dataclasses import dataclass
 from pathlib import Path
 
 from build_tools.arch_list import ArchList
@@ -55,12 +56,35 @@ def compiler() -> str:
     return f"{command}: {_first_line([command, '--version'])}"
 
 
+@dataclass(frozen=True)
+class BuiltCudaLibrary:
+    file: str  # its file name in the package
+    toolkit: CudaToolkit
+    archs: ArchList
+
+
+def cuda_library_info(built: BuiltCudaLibrary) -> _facts.CudaLibraryInfo:
+    return _facts.CudaLibraryInfo(
+        file=built.file,
+        cuda_version=built.toolkit.release,
+        nvcc_version=built.toolkit.version,
+        toolkit_origin=built.toolkit.origin,
+        arch_list=built.archs.spec,
+        sass_archs=tuple(built.archs.sass),
+        ptx_archs=tuple(built.archs.ptx),
+    )
+
+
+def _release(built: BuiltCudaLibrary) -> tuple[int, ...]:
+    return tuple(int(part) for part in built.toolkit.release.split("."))
+
+
 def collect(
     torch_version: str,
-    toolkit: CudaToolkit | None,
-    archs: ArchList | None,
-    libraries: dict[str, str | None],
+    cpu_library: str,
+    cuda_libraries: list[BuiltCudaLibrary],
     cxx_runtime: str,
+    built_as: str | None = None,
     dev_mode: bool = False,
 ) -> _facts.BuildInfo:
     return _facts.BuildInfo(
@@ -68,17 +92,15 @@ def collect(
         torch_version=torch_version,
         stable_abi_floor=STABLE_ABI_FLOOR,
         python_floor=PYTHON_FLOOR,
-        cuda_version=toolkit.release if toolkit else None,
-        nvcc_version=toolkit.version if toolkit else None,
-        cuda_toolkit_origin=toolkit.origin if toolkit else None,
-        cuda_arch_list=archs.spec if archs else None,
-        sass_archs=tuple(archs.sass) if archs else (),
-        ptx_archs=tuple(archs.ptx) if archs else (),
         compiler=compiler(),
-        cxx_runtime=cxx_runtime,
         platform=sysconfig.get_platform().replace("-", "_").replace(".", "_"),
         git_commit=git_commit(),
-        libraries=libraries,
+        cpu_library=cpu_library,
+        cuda_libraries=tuple(
+            cuda_library_info(lib) for lib in sorted(cuda_libraries, key=_release)
+        ),
+        built_as=built_as,
+        cxx_runtime=cxx_runtime,
         dev_mode=dev_mode,
     )
 

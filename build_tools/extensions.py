@@ -1,5 +1,6 @@
-"""setuptools Extensions for the two native libraries, and the build_ext that also writes
-the build facts. Import after plan_build(): torch.utils.cpp_extension reads CUDA_HOME once."""
+"""setuptools Extensions for the native libraries, and the build_ext that also builds the
+CUDA libraries of other majors (universal) and writes the build facts. Import after
+plan_build(): torch.utils.cpp_extension reads CUDA_HOME once."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ from pathlib import Path
 from setuptools import Extension
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-from build_tools import build_facts, cxx_runtime, flags, native_sources
+from build_tools import build_facts, cuda_library, cxx_runtime, flags, native_sources
+from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.plan import BuildPlan
 
 PACKAGE = "wheelops"
+
+
+def cuda_module(toolkit: CudaToolkit) -> str:
+    """_ops_cuda13: a CUDA library is named by its CUDA major, one per major at most."""
+    return f"_ops_cuda{toolkit.release.split('.')[0]}"
 
 
 def _relative(paths: list[Path]) -> list[str]:
@@ -32,7 +39,7 @@ def extensions(plan: BuildPlan) -> list[Extension]:
         return [cpu]
     # CppExtension, not CUDAExtension: that one links libtorch_cuda and libc10_cuda.
     cuda = CppExtension(
-        f"{PACKAGE}._ops_cuda",
+        f"{PACKAGE}.{cuda_module(plan.toolkit)}",
         _relative(native_sources.cuda_sources()),
         include_dirs=[*include, str(plan.toolkit.include_dir)],
         extra_compile_args={"cxx": flags.cxx_flags(), "nvcc": flags.nvcc_flags()},
@@ -51,14 +58,26 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
 
         def run(self) -> None:
             super().run()
-            libraries: dict[str, str | None] = {"cpu": None, "cuda": None}
-            for ext in self.extensions:
-                kind = "cuda" if ext.name.endswith("_cuda") else "cpu"
-                libraries[kind] = Path(self.get_ext_filename(ext.name)).name
+            cpu = next(e for e in self.extensions if e.name.endswith("_ops_cpu"))
+            package = Path(self.get_ext_fullpath(cpu.name)).parent  # where the others go too
             built = [Path(self.get_ext_fullpath(ext.name)) for ext in self.extensions]
+            cuda = []
+            if plan.toolkit is not None and plan.archs is not None:
+                name = Path(self.get_ext_filename(f"{PACKAGE}.{cuda_module(plan.toolkit)}")).name
+                cuda.append(build_facts.BuiltCudaLibrary(name, plan.toolkit, plan.archs))
+            cpu_file = Path(self.get_ext_filename(cpu.name)).name  # _ops_cpu.abi3.so
+            for toolkit, archs in plan.other_cuda:
+                name = cpu_file.replace("_ops_cpu", cuda_module(toolkit), 1)  # same tag
+                work = Path(self.build_temp) / cuda_module(toolkit)
+                built.append(cuda_library.build(toolkit, archs, package / name, work))
+                cuda.append(build_facts.BuiltCudaLibrary(name, toolkit, archs))
             runtime = cxx_runtime.check_libraries(built, build_facts.compiler())
             facts = build_facts.collect(
-                plan.torch_version, plan.toolkit, plan.archs, libraries, runtime
+                plan.torch_version,
+                cpu_file,
+                cuda,
+                runtime,
+                built_as=plan.variant,
             )
             targets = [Path(self.build_lib) / PACKAGE]
             if self.inplace:

@@ -76,6 +76,17 @@ def collect(sources: list[Path]) -> list[WheelFile]:
     return wheels
 
 
+def project_page(files: list[WheelFile], project_dir: Path) -> None:
+    """One project's PEP 503 page with its wheels (and their metadata) beside it."""
+    project_dir.mkdir(parents=True)
+    links = []
+    for wheel in sorted(files, key=lambda w: w.path.name):
+        copied = project_dir / wheel.path.name
+        shutil.copy2(wheel.path, copied)
+        links.append(_file_link(wheel, copied))
+    (project_dir / "index.html").write_text(_page(f"Links for {files[0].project}", links))
+
+
 def generate(wheels: list[WheelFile], out: Path) -> dict[str, list[str]]:
     """Write the index under out/whl; returns variant -> file names."""
     root = out / "whl"
@@ -88,14 +99,7 @@ def generate(wheels: list[WheelFile], out: Path) -> dict[str, list[str]]:
     for variant, projects in sorted(by_variant.items()):
         variant_dir = root / variant
         for project, files in projects.items():
-            project_dir = variant_dir / project
-            project_dir.mkdir(parents=True)
-            links = []
-            for wheel in sorted(files, key=lambda w: w.path.name):
-                copied = project_dir / wheel.path.name
-                shutil.copy2(wheel.path, copied)
-                links.append(_file_link(wheel, copied))
-            (project_dir / "index.html").write_text(_page(f"Links for {project}", links))
+            project_page(files, variant_dir / project)
             listing[variant] = [w.path.name for w in files]
         project_links = [f'<a href="{p}/">{p}</a>' for p in sorted(projects)]
         (variant_dir / "index.html").write_text(_page(f"wheelops index: {variant}", project_links))

@@ -47,13 +47,23 @@ def docker_build_args(matrix: Matrix, variant: str, arch: str) -> dict[str, str]
     }
 
 
+def wheels(matrix: Matrix) -> list[Variant]:
+    """The variants built as wheels of their own: the index's and the universal one (not
+    a part that exists only inside it, such as cu124)."""
+    return [v for v in matrix.variants if v.index or v.parts]
+
+
+def has_cuda(v: Variant) -> bool:
+    return bool(v.cuda or v.parts)
+
+
 def test_cells(matrix: Matrix) -> list[tuple[str, str]]:
-    """(variant, torch) pairs whose wheel is tested on CPU: each variant under each of its
-    torch releases, and each CUDA variant under a CPU-only torch ("X.Y.Z+cpu"), where it
+    """(variant, torch) pairs whose wheel is tested on CPU: each wheel under each of its
+    torch releases, and each CUDA wheel under a CPU-only torch ("X.Y.Z+cpu"), where it
     must load its CPU library alone and work."""
-    cells = [(v.name, t) for v in matrix.variants for t in v.torch]
+    cells = [(v.name, t) for v in wheels(matrix) for t in v.torch]
     cpu_torch = f"{matrix.variant('cpu').smoke_torch}+cpu"
-    cells += [(v.name, cpu_torch) for v in matrix.variants if v.cuda]
+    cells += [(v.name, cpu_torch) for v in wheels(matrix) if has_cuda(v)]
     return cells
 
 
@@ -67,14 +77,14 @@ def github_matrices(matrix: Matrix) -> dict[str, list[dict[str, str]]]:
             "runner": RUNNERS[arch],
             "image": matrix.image(v.name, arch),
         }
-        for v in matrix.variants
+        for v in wheels(matrix)
         for arch in v.platforms
     ]
     test = [{"variant": variant, "torch": torch} for variant, torch in test_cells(matrix)]
     gpu = [
         {"variant": v.name, "torch": v.smoke_torch, "runner": GPU_RUNNER_LABEL}
-        for v in matrix.variants
-        if v.cuda
+        for v in wheels(matrix)
+        if has_cuda(v)
     ]
     return {"build": build, "test": test, "gpu": gpu}
 

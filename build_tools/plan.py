@@ -1,8 +1,11 @@
-"""Decide what to build: the CPU library always; the CUDA library when torch is a CUDA build.
+"""Decide what to build: the CPU library always; CUDA libraries when torch is a CUDA build.
 
 WHEELOPS_VARIANT (a variant of wheelops/matrix.json, set by the nox build and
 cibuildwheel) decides it: cpu builds the CPU library only; a CUDA variant
-requires a build torch and toolkit of exactly its CUDA version. Without it,
+requires a build torch and toolkit of exactly its CUDA version; universal
+builds a CUDA library for each of its parts (the one of the build torch's
+CUDA with its toolkit, the others with theirs, e.g. CUDA 12.4 from Debian's
+archive, see cuda12_toolkit.py). Without it,
 WHEELOPS_CUDA=auto (default) builds CUDA kernels exactly when the build torch
 is a CUDA build, and then requires the matched toolkit; =1 requires CUDA;
 =0 builds the CPU library only.
@@ -21,8 +24,11 @@ from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, find_toolkit
 @dataclass(frozen=True)
 class BuildPlan:
     torch_version: str
-    toolkit: CudaToolkit | None
+    toolkit: CudaToolkit | None  # the build torch's CUDA: built by setuptools
     archs: ArchList | None
+    variant: str | None = None  # WHEELOPS_VARIANT
+    # CUDA libraries of other majors (universal): built by build_tools/cuda_library.py
+    other_cuda: tuple[tuple[CudaToolkit, ArchList], ...] = ()
 
 
 def plan_build() -> BuildPlan:
@@ -33,6 +39,8 @@ def plan_build() -> BuildPlan:
         raise SystemExit(f"WHEELOPS_CUDA must be auto, 0 or 1 (got {mode!r})")
     torch_cuda = torch.version.cuda if getattr(torch.version, "hip", None) is None else None
     variant = _requested_variant()
+    if variant is not None and variant.parts:
+        return _universal_plan(variant, torch.__version__, torch_cuda)
     if variant is not None:
         if variant.cuda and (torch_cuda or "").split(".")[:2] != variant.cuda.split("."):
             raise SystemExit(
@@ -54,7 +62,37 @@ def plan_build() -> BuildPlan:
         raise SystemExit(
             f"wheelops build: {err}\n(or set WHEELOPS_CUDA=0 for a CPU-only build)"
         ) from err
-    return BuildPlan(torch.__version__, toolkit, archs)
+    return BuildPlan(torch.__version__, toolkit, archs, variant.name if variant else None)
+
+
+def _universal_plan(
+    variant: matrix.Variant, torch_version: str, torch_cuda: str | None
+) -> BuildPlan:
+    model = matrix.load()
+    parts = [model.variant(name) for name in variant.parts]
+    own = [p for p in parts if p.cuda and torch_cuda and p.cuda == torch_cuda]
+    if not own:
+        raise SystemExit(
+            f"WHEELOPS_VARIANT={variant.name} builds its {', '.join(variant.parts)} libraries "
+            f"with a build torch of one of their CUDA releases; torch {torch_version} has "
+            f"CUDA {torch_cuda}: prepare it with `python -m build_tools.build_env {variant.name}`"
+        )
+    from build_tools import cuda12_toolkit
+
+    try:
+        others = []
+        for part in parts:
+            if part is own[0]:
+                continue
+            if part.toolkit_source != "debian":
+                raise ToolkitError(f"{part.name}: no toolkit provider for {part.toolkit_source}")
+            # Before prepare_cuda_build exports the own part's TORCH_CUDA_ARCH_LIST.
+            archs = arch_list_for(part.cuda or "", part.arch_list)
+            others.append((cuda12_toolkit.provide(), archs))
+        toolkit, archs = prepare_cuda_build(own[0].cuda or "", own[0].arch_list)
+    except ToolkitError as err:
+        raise SystemExit(f"wheelops build: {err}") from err
+    return BuildPlan(torch_version, toolkit, archs, variant.name, tuple(others))
 
 
 def _requested_variant() -> matrix.Variant | None:

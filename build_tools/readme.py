@@ -14,6 +14,7 @@ from pathlib import Path
 from build_tools import troubleshooting
 from build_tools.compat import archs as _archs
 from build_tools.compat import matrix as build_matrix
+from build_tools.matrix import wheels as build_wheels
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SECTIONS = ("matrix tables", "troubleshooting tables")
@@ -37,7 +38,7 @@ GPUS = {
 
 
 def _install(matrix: build_matrix.Matrix, name: str, index_url: str) -> str:
-    if name == matrix.default_variant:
+    if name == matrix.pypi_variant:
         return "`pip install wheelops`"
     return f"`pip install wheelops --index-url {index_url}/{name}`"
 
@@ -48,17 +49,31 @@ def variants_table(matrix: build_matrix.Matrix, index_url: str) -> str:
         "| platforms | install |",
         "|---|---|---|---|---|---|---|",
     ]
-    for v in matrix.variants:
-        cuda = f"CUDA {v.cuda}" if v.cuda else "CPU only (any torch)"
-        if v.arch_list:
-            archs = _archs.parse_arch_list(v.arch_list)
-            code = f"{', '.join(archs.sass)}; {', '.join(archs.ptx) or 'none'}"
-        else:
-            code = "-"
-        toolkit = f"{v.toolkit} ({'PyPI' if v.toolkit_source == 'pypi' else 'image'})"
+    sources = {"pypi": "PyPI", "image": "image", "debian": "Debian"}
+
+    def described(v: build_matrix.Variant) -> tuple[str, str, str]:
+        if v.parts:
+            parts = [described(matrix.variant(name)) for name in v.parts]
+            return (
+                "any: CPU, or CUDA " + " or ".join(matrix.variant(n).cuda or "" for n in v.parts)
+                + " (the library of torch's CUDA major loads)",
+                "<br>".join(toolkit for _, toolkit, _ in parts),
+                "<br>".join(
+                    f"CUDA {matrix.variant(name).cuda}: {code}"
+                    for name, (_, _, code) in zip(v.parts, parts, strict=True)
+                ),
+            )  # fmt: skip
+        if not v.arch_list:
+            return "CPU only (any torch)", "-", "-"
+        archs = _archs.parse_arch_list(v.arch_list)
+        code = f"{', '.join(archs.sass)}; {', '.join(archs.ptx) or 'none'}"
+        return f"CUDA {v.cuda}", f"{v.toolkit} ({sources[v.toolkit_source or '']})", code
+
+    for v in build_wheels(matrix):
+        cuda, toolkit, code = described(v)
         install = _install(matrix, v.name, index_url)
         rows.append(
-            f"| `{v.name}` | {cuda} | {toolkit if v.toolkit else '-'} | {code} "
+            f"| `{v.name}` | {cuda} | {toolkit} | {code} "
             f"| {', '.join(v.torch)} | {', '.join(v.platforms)} | {install} |"
         )
     return "\n".join(rows)
@@ -66,7 +81,8 @@ def variants_table(matrix: build_matrix.Matrix, index_url: str) -> str:
 
 def gpu_table(matrix: build_matrix.Matrix) -> str:
     cuda_variants = [v for v in matrix.variants if v.arch_list]
-    header = "| compute capability | GPUs | " + " | ".join(f"`{v.name}`" for v in cuda_variants)
+    names = [f"`{v.name}`" if v.index else f"`{v.name}` (in `universal`)" for v in cuda_variants]
+    header = "| compute capability | GPUs | " + " | ".join(names)
     rows = [header + " |", "|---|---|" + "---|" * len(cuda_variants)]
     for capability, gpus in GPUS.items():
         cells = []

@@ -18,6 +18,7 @@ from functools import cache
 from urllib.parse import urlparse
 
 INDEX_OVERRIDE = "WHEELOPS_TORCH_INDEX_URL"
+ANY_CUDA = "any CUDA"
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,13 @@ def reachable(url: str, timeout: float = 3.0) -> bool:
         return False
 
 
-def plan(variant: str, torch: str, torch_index_url: str) -> TorchInstall:
+def plan(variant: str, torch: str, torch_index_url: str, any_cuda: bool = False) -> TorchInstall:
+    """`any_cuda`: the wheel serves every CUDA major (universal): the default registry's
+    torch of that version, whatever its CUDA, is the cell's (PyPI's 2.10.0 is CUDA 12.8)."""
     version, _, label = torch.partition("+")
     build = label or variant
+    if any_cuda and not label:
+        return TorchInstall(f"torch=={version}", None, ANY_CUDA)
     index_root = os.environ.get(INDEX_OVERRIDE, torch_index_url).rstrip("/")
     if reachable(index_root):
         return TorchInstall(f"torch=={version}", f"{index_root}/{build}", build)
@@ -58,6 +63,8 @@ def verify(install: TorchInstall, version: str, cuda: str | None) -> str | None:
     wanted = install.requirement.split("==")[1].split("+")[0]
     if version.split("+")[0] != wanted:
         return f"wanted torch {wanted}, got {version}"
+    if install.build == ANY_CUDA:
+        return None if cuda else f"wanted a CUDA build of torch {wanted}, got {version}"
     if install.build == "cpu":
         if cuda is None:
             return None
@@ -92,9 +99,10 @@ def install(variant: str, torch: str, default_registry: bool = False) -> tuple[s
     from build_tools import matrix as build_matrix
 
     matrix = build_matrix.load()
+    spec = matrix.variant(variant)
     if torch == "smoke":
-        torch = matrix.variant(variant).smoke_torch
-    chosen = plan(variant, torch, matrix.torch_index_url)
+        torch = spec.smoke_torch or ""
+    chosen = plan(variant, torch, matrix.torch_index_url, any_cuda=bool(spec.parts))
     if default_registry:
         chosen = TorchInstall(f"torch=={torch}", None, variant)
     where = chosen.index_url or "the default registry (PyTorch's index is not reachable)"

@@ -17,24 +17,39 @@ from typing import Any
 from build_tools.compat import dlerror, facts, matrix, policy
 
 SITE = "/venv/lib/python3.12/site-packages/wheelops"
-CPU_FILE, CUDA_FILE = f"{SITE}/_ops_cpu.abi3.so", f"{SITE}/_ops_cuda.abi3.so"
+CPU_FILE = f"{SITE}/_ops_cpu.abi3.so"
+CUDA13 = facts.CudaLibraryInfo(
+    file="_ops_cuda13.abi3.so",
+    cuda_version="13.0",
+    nvcc_version="13.0.88",
+    toolkit_origin="PyPI",
+    arch_list="7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    sass_archs=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
+    ptx_archs=("12.0",),
+)
+CUDA12 = facts.CudaLibraryInfo(
+    file="_ops_cuda12.abi3.so",
+    cuda_version="12.4",
+    nvcc_version="12.4.131",
+    toolkit_origin="Debian trixie nvidia-cuda-toolkit 12.4.131~12.4.1-2",
+    arch_list="7.0;7.5;8.0;8.6;9.0+PTX",
+    sass_archs=("7.0", "7.5", "8.0", "8.6", "9.0"),
+    ptx_archs=("9.0",),
+)
 BUILD = facts.BuildInfo(
     wheelops_version="0.1.0",
     torch_version="2.14.1+cu130",
     stable_abi_floor="2.10",
     python_floor="3.10",
-    cuda_version="13.0",
-    nvcc_version="13.0.88",
-    cuda_toolkit_origin="PyPI",
-    cuda_arch_list="7.5;8.0;8.6;9.0;10.0;12.0+PTX",
-    sass_archs=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
-    ptx_archs=("12.0",),
     compiler="c++ (GCC) 14.2.1",
     platform="linux_x86_64",
     git_commit="0" * 40,
-    libraries={"cpu": "_ops_cpu.abi3.so", "cuda": "_ops_cuda.abi3.so"},
+    cpu_library="_ops_cpu.abi3.so",
+    cuda_libraries=(CUDA13,),
+    built_as="cu130",
 )
-CPU_BUILD = replace(BUILD, cuda_version=None, sass_archs=(), ptx_archs=(), cuda_arch_list=None)
+CPU_BUILD = replace(BUILD, cuda_libraries=(), built_as="cpu")
+UNIVERSAL = replace(BUILD, cuda_libraries=(CUDA12, CUDA13), built_as="universal")
 HERE = facts.RuntimeFacts("3.12.3", "x86_64", "2.14.1+cu130", "13.0", None, None)
 
 
@@ -42,19 +57,24 @@ def _torch(version: str, cuda: str | None = None, **other: Any) -> Any:
     return replace(HERE, torch_version=version, torch_cuda=cuda, **other)
 
 
+def _path(role: str) -> str:
+    return CPU_FILE if role == "cpu" else f"{SITE}/_ops_{role}.abi3.so"
+
+
 def _file(role: str, problem: str | None = None, exists: bool = True) -> Any:
-    path = CPU_FILE if role == "cpu" else CUDA_FILE
-    return policy.LibraryFile(role, path if exists else path.replace(".abi3", "*"), exists, problem)
+    path = _path(role) if exists or role != "cpu" else f"{SITE}/_ops_cpu*.so"
+    return policy.LibraryFile(role, path, exists, problem)
 
 
 def _loader_said(role: str, text: str, build: Any = BUILD, runtime: Any = HERE) -> dict[str, Any]:
-    path = Path(CPU_FILE if role == "cpu" else CUDA_FILE)
+    path = Path(_path(role))
+    library = next((lib for lib in build.cuda_libraries if f"cuda{lib.major}" == role), None)
     failure = dlerror.classify(
         path,
         text.format(path=path),
         build_torch=build.torch_version,
         runtime_torch=runtime.torch_version,
-        build_cuda=build.cuda_version,
+        build_cuda=library.cuda_version if library else None,
         runtime_cuda=runtime.torch_cuda,
     )
     return {role: failure}
@@ -65,11 +85,12 @@ class Situation:
     meaning: str
     build: Any = BUILD
     runtime: Any = HERE
-    files: tuple[Any, ...] = (_file("cpu"), _file("cuda"))
+    files: tuple[Any, ...] = (_file("cpu"), _file("cuda13"))
     load_failures: dict[str, Any] = field(default_factory=dict)
     gpus: tuple[Any, ...] | None = None
     driver: str | None = "13.0"
     check: str | None = None  # the finding to show; else the first that is not ok
+    cuda_override: int | None = None
 
 
 AT_IMPORT = [
@@ -81,7 +102,7 @@ AT_IMPORT = [
     ),
     Situation(
         "torch's CUDA runtime is older than the build's toolkit",
-        build=replace(BUILD, cuda_version="13.2"),
+        build=replace(BUILD, cuda_libraries=(replace(CUDA13, cuda_version="13.2"),)),
     ),
     Situation(
         "no published variant loads beside that torch",
@@ -90,13 +111,13 @@ AT_IMPORT = [
     Situation("a wheel for another CPU", build=replace(BUILD, platform="linux_aarch64")),
     Situation(
         "the package is incomplete",
-        files=(_file("cpu"), _file("cuda", exists=False)),
+        files=(_file("cpu"), _file("cuda13", exists=False)),
     ),
     Situation(
         "a damaged library (loading it could kill the process with SIGBUS)",
         files=(
             _file("cpu", f"{CPU_FILE} is truncated: 1048576 bytes, its headers describe 9437184"),
-            _file("cuda"),
+            _file("cuda13"),
         ),
     ),
     Situation(
@@ -132,13 +153,13 @@ AT_IMPORT = [
     Situation(
         "a library of another CUDA major",
         load_failures=_loader_said(
-            "cuda", "libcudart.so.12: cannot open shared object file: No such file or directory"
+            "cuda13", "libcudart.so.12: cannot open shared object file: No such file or directory"
         ),
     ),
     Situation(
         "the runtime lacks a function of the build's toolkit",
         load_failures=_loader_said(
-            "cuda", "{path}: undefined symbol: cudaGetDriverEntryPointByVersion"
+            "cuda13", "{path}: undefined symbol: cudaGetDriverEntryPointByVersion"
         ),
     ),
     Situation(
@@ -170,7 +191,7 @@ AT_IMPORT = [
     Situation(
         "a damaged copy of a dependency, found on LD_LIBRARY_PATH or in the system's library "
         "directories before torch's own",
-        load_failures=_loader_said("cuda", "/opt/broken/libcudart.so.13: file too short"),
+        load_failures=_loader_said("cuda13", "/opt/broken/libcudart.so.13: file too short"),
     ),
     Situation(
         "a case the guard does not know: the loader's own words follow",
@@ -185,10 +206,23 @@ IN_THE_REPORT = [
     Situation("the driver is too old for torch's CUDA", gpus=(), driver="12.8"),
     Situation(
         "a GPU the build has no kernel for: its first op raises UnsupportedGPUError",
-        build=replace(BUILD, sass_archs=("8.0",), ptx_archs=(), cuda_arch_list="8.0"),
+        build=replace(
+            BUILD,
+            cuda_libraries=(replace(CUDA13, sass_archs=("8.0",), ptx_archs=(), arch_list="8.0"),),
+        ),
         gpus=(facts.Gpu(0, "NVIDIA H100 80GB HBM3", (9, 0)),),
     ),
 ]
+UNIVERSAL_FILES = (_file("cpu"), _file("cuda12"), _file("cuda13"))
+IN_THE_REPORT.append(
+    Situation(
+        "an expert's override (the doctor says it is on): the CUDA 12 library under a CUDA 13 "
+        "torch",
+        build=UNIVERSAL,
+        files=UNIVERSAL_FILES,
+        cuda_override=12,
+    )
+)
 IN_A_CHECKOUT = [
     Situation(
         "nothing is built: build in place, or install a wheel",
@@ -209,6 +243,7 @@ def finding(situation: Situation) -> Any:
         load_failures=situation.load_failures,
         files=situation.files,
         driver=situation.driver,
+        cuda_override=situation.cuda_override,
     )
     if situation.check:
         return report.finding(situation.check)

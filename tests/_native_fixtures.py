@@ -18,6 +18,7 @@ import pytest
 
 import wheelops
 from wheelops._compat import loader
+from wheelops._compat.facts import this_process
 
 MISSING_C10_SYMBOL = "c10::detail::wheelops_test_removed(long)"
 
@@ -121,21 +122,38 @@ def installed_copy(root: Path) -> Path:
         package,
         ignore=shutil.ignore_patterns("*.so", "__pycache__", "_build_info.json"),
     )
-    cpu_library = libs.cpu
-    cuda_library = libs.cuda or loader.find_library(libs.cpu.parent, "cuda")
-    shutil.copy(cpu_library, package / "_ops_cpu.abi3.so")
-    if cuda_library is not None:
-        shutil.copy(cuda_library, package / "_ops_cuda.abi3.so")
+    info = wheelops.build_info()
+    shutil.copy(libs.cpu, package / "_ops_cpu.abi3.so")
+    cuda = []
+    for lib in info.cuda_libraries:
+        source = libs.cuda if info.dev_mode and libs.cuda else libs.cpu.parent / lib.file
+        name = f"_ops_cuda{lib.major}.abi3.so"
+        shutil.copy(source, package / name)
+        cuda.append(replace(lib, file=name))
     facts = replace(
-        wheelops.build_info(),
-        dev_mode=False,
-        libraries={
-            "cpu": "_ops_cpu.abi3.so",
-            "cuda": "_ops_cuda.abi3.so" if cuda_library else None,
-        },
+        info, dev_mode=False, cpu_library="_ops_cpu.abi3.so", cuda_libraries=tuple(cuda)
     )
     write_facts(package, facts.to_dict())
     return package
+
+
+def served_library(package: Path) -> str:
+    """The library a fault breaks: the CUDA one that would load here, else the CPU one."""
+    runtime = this_process()
+    info = wheelops.build_info()
+    if runtime.torch_kind == "cuda" and runtime.torch_cuda:
+        major = int(runtime.torch_cuda.split(".")[0])
+        if info.cuda_library(major) is not None:
+            return f"_ops_cuda{major}.abi3.so"
+    return "_ops_cpu.abi3.so"
+
+
+def with_cuda_version(facts: dict, cuda_version: str) -> dict:
+    """Facts whose one CUDA library (the served one) claims another CUDA release."""
+    served = served_library(Path())
+    libraries = [lib for lib in facts["cuda_libraries"] if lib["file"] == served]
+    assert libraries, "needs a CUDA library that loads here"
+    return {**facts, "cuda_libraries": [{**libraries[0], "cuda_version": cuda_version}]}
 
 
 def read_facts(package: Path) -> dict:

@@ -14,21 +14,21 @@ import torch
 
 import wheelops
 from wheelops._compat import loader
-from wheelops._compat.facts import this_process
+from wheelops._compat.facts import CudaLibraryInfo, this_process
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = Path(wheelops.__file__).resolve().parent
 
 
-def _built_library(stem: str) -> Path:
+def _cuda_libraries() -> list[tuple[CudaLibraryInfo, Path]]:
+    """Each CUDA library of the build, with its file (loaded or not)."""
     libs = loader.loaded()
     assert libs is not None
-    path = libs.cpu if stem == "cpu" else libs.cuda
-    if path is None:  # present in the package but not loaded (CPU-only torch)
-        path = loader.find_library(libs.cpu.parent, "cuda")
-    if path is None:
-        pytest.skip(f"this build has no {stem} library (built without CUDA)")
-    return path
+    info = wheelops.build_info()
+    if not info.cuda_libraries:
+        pytest.skip("this build has no CUDA library (built without CUDA)")
+    folder = (libs.cuda or libs.cpu).parent
+    return [(lib, folder / lib.file) for lib in info.cuda_libraries]
 
 
 def test_build_info_describes_this_build():
@@ -38,13 +38,13 @@ def test_build_info_describes_this_build():
     assert info.python_floor == "3.10"
     assert re.match(r"\d+\.\d+", info.torch_version)
     libs = loader.loaded()
-    assert libs is not None and info.libraries["cpu"] == libs.cpu.name
-    if info.cuda_version is not None:
-        assert info.libraries["cuda"] and info.sass_archs
-        assert set(info.ptx_archs) <= set(info.sass_archs)
-        assert info.cuda_arch_list.replace("+PTX", "").split(";") == list(info.sass_archs)
-    else:
-        assert info.libraries["cuda"] is None and not info.sass_archs
+    assert libs is not None and info.cpu_library == libs.cpu.name
+    majors = [lib.major for lib in info.cuda_libraries]
+    assert len(set(majors)) == len(majors)  # one library per CUDA major at most
+    for lib in info.cuda_libraries:
+        assert lib.file == f"_ops_cuda{lib.major}.abi3.so" or info.dev_mode
+        assert lib.sass_archs and set(lib.ptx_archs) <= set(lib.sass_archs)
+        assert lib.arch_list.replace("+PTX", "").split(";") == list(lib.sass_archs)
 
 
 def test_build_info_readable_without_torch_or_native_code():
@@ -101,25 +101,34 @@ def _needed(library: Path) -> list[str]:
 
 
 def test_cuda_library_links_no_cuda_parts_of_torch():
-    needed = _needed(_built_library("cuda"))
-    assert not [lib for lib in needed if "torch_cuda" in lib or "c10_cuda" in lib], needed
-    assert "libtorch_python.so" not in needed
-    cudart = [lib for lib in needed if lib.startswith("libcudart.so.")]
-    assert cudart == [f"libcudart.so.{wheelops.build_info().cuda_version.split('.')[0]}"]
+    for info, path in _cuda_libraries():
+        needed = _needed(path)
+        assert not [lib for lib in needed if "torch_cuda" in lib or "c10_cuda" in lib], needed
+        assert "libtorch_python.so" not in needed
+        cudart = [lib for lib in needed if lib.startswith("libcudart.so.")]
+        assert cudart == [f"libcudart.so.{info.major}"]
 
 
 def test_cpu_library_links_no_cuda():
-    needed = _needed(_built_library("cpu"))
+    libs = loader.loaded()
+    assert libs is not None
+    needed = _needed(libs.cpu)
     assert not [lib for lib in needed if "cuda" in lib or "torch_python" in lib], needed
 
 
-def test_cuda_library_loaded_exactly_when_torch_is_a_cuda_build():
+def test_the_cuda_library_of_torchs_major_is_the_one_loaded():
     libs = loader.loaded()
-    cuda_file = _built_library("cuda")
-    assert cuda_file.exists()
-    if this_process().torch_kind == "cuda":
-        assert libs.cuda is not None and libs.cuda_not_loaded_because is None
-    else:
+    runtime = this_process()
+    for info, path in _cuda_libraries():
+        assert path.exists()
+        wanted = runtime.torch_kind == "cuda" and runtime.torch_cuda.split(".")[0] == str(
+            info.major
+        )
+        assert (libs.cuda == path) == wanted, (libs.cuda, path)
+        # The other major's library is never mapped into the process.
+        mapped = Path("/proc/self/maps").read_text()
+        assert (str(path) in mapped) == wanted
+    if runtime.torch_kind != "cuda":
         assert libs.cuda is None
         assert "is CPU-only, so wheelops loads its CPU kernels only" in libs.cuda_not_loaded_because
 
@@ -137,19 +146,21 @@ def _cuobjdump() -> str | None:
 def test_cuda_library_holds_the_archs_it_claims():
     cuobjdump = _cuobjdump()
     assert cuobjdump is not None
-    library = _built_library("cuda")
-    info = wheelops.build_info()
+    for info, library in _cuda_libraries():
 
-    def listed(kind: str) -> set[str]:
-        out = subprocess.run(
-            [cuobjdump, f"--list-{kind}", str(library)], capture_output=True, text=True, check=True
-        ).stdout
-        # sm_75 -> 7.5, sm_100 -> 10.0, sm_120 -> 12.0
-        found = re.findall(r"sm_(\d+)(\d)a?\b", out)
-        return {f"{major}.{minor}" for major, minor in found}
+        def listed(kind: str, library: Path = library) -> set[str]:
+            out = subprocess.run(
+                [cuobjdump, f"--list-{kind}", str(library)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            # sm_75 -> 7.5, sm_100 -> 10.0, sm_120 -> 12.0
+            found = re.findall(r"sm_(\d+)(\d)a?\b", out)
+            return {f"{major}.{minor}" for major, minor in found}
 
-    assert listed("elf") == set(info.sass_archs)
-    assert listed("ptx") == set(info.ptx_archs)
+        assert listed("elf") == set(info.sass_archs)
+        assert listed("ptx") == set(info.ptx_archs)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -18,6 +18,8 @@ import pytest
 from _checkout import import_build_tools
 from _loopback import served
 
+import wheelops
+
 import_build_tools()
 
 from build_tools import build_env, index, relabel, torch_install, version  # noqa: E402
@@ -192,12 +194,14 @@ def test_cuda_12_builds_are_refused_outside_their_image(monkeypatch):
     message = str(refused.value)
     assert "CUDA 12.6.3 toolkit, which comes only from its build image" in message
     assert f"docker run --rm -v $PWD:/src -w /src {image} nox -s build -- cu126" in message
-    with pytest.raises(SystemExit, match="unknown variant 'cu999': the matrix has cpu, cu126"):
+    with pytest.raises(
+        SystemExit, match="unknown variant 'cu999': the matrix has cpu, cu124, cu126"
+    ):
         build_env.prepare("cu999")
 
 
 def test_built_libraries_need_nothing_newer_than_glibc_2_28():
-    """The manylinux_2_28 promise, on the libraries actually loaded (see glibc_compat.h)."""
+    """The manylinux_2_28 promise, on every library of the package (see glibc_compat.h)."""
     from wheelops._compat import loader
 
     objdump = shutil.which("objdump")
@@ -205,7 +209,9 @@ def test_built_libraries_need_nothing_newer_than_glibc_2_28():
         pytest.skip("objdump (binutils) is not installed")
     libs = loader.loaded()
     assert libs is not None
-    for library in filter(None, (libs.cpu, libs.cuda)):
+    folder = libs.cpu.parent
+    others = [folder / lib.file for lib in wheelops.build_info().cuda_libraries]
+    for library in {libs.cpu, *filter(None, [libs.cuda]), *filter(Path.exists, others)}:
         symbols = subprocess.run(
             [objdump, "-T", str(library)], capture_output=True, text=True, check=True
         ).stdout

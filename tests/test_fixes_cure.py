@@ -1,7 +1,8 @@
 """Every fix the guard prints that can run here is run, and must cure what it names.
 
 A venv gets the wheel under test from a PEP 503 index served on 127.0.0.1
-(WHEELOPS_INDEX_URL points the guard's commands at it), an install fault is
+(WHEELOPS_INDEX_URL points the guard's commands at it; PIP_INDEX_URL at a
+loopback stand-in for PyPI holding the universal wheel, unlabelled), an install fault is
 made, the guard's own fix commands are taken from `python -m wheelops --json`
 and run as printed, and then `import wheelops` must work and the finding be
 gone. Commands that need the internet (PyTorch's index) cannot run here; the
@@ -24,13 +25,15 @@ import pytest
 import torch
 from _checkout import import_build_tools
 from _loopback import served
-from _native_fixtures import build_broken_libraries, truncated
+from _native_fixtures import build_broken_libraries, served_library, truncated, with_cuda_version
 
 import wheelops
 from wheelops._compat.facts import this_process
+from wheelops._compat.matrix import matrix
 
 import_build_tools()
-from build_tools import index  # noqa: E402
+from build_tools import index, relabel  # noqa: E402
+from build_tools.wheel_files import parse  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +42,7 @@ if not WHEELHOUSE:
     pytest.skip("set WHEELOPS_TEST_WHEELHOUSE to a folder of built wheels", allow_module_level=True)
 CUDA_TORCH = this_process().torch_kind == "cuda"
 BUILD = wheelops.build_info()
+PYPI = matrix().pypi_variant
 RUN_AN_OP = "import torch, wheelops; print(wheelops.add(torch.ones(2), torch.ones(2)).tolist())"
 
 
@@ -46,6 +50,7 @@ class Venv:
     def __init__(self, root: Path, base_url: str, variants: set[str]) -> None:
         self.root, self.variants = root, variants
         self.index_url = f"{base_url}/whl"
+        self.pypi_url = f"{base_url}/pypi"  # stands in for PyPI: the universal wheel
         subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
         # torch (and the rest) from the environment under test, after the venv's own
         # site-packages: the wheelops installed here shadows the one under test.
@@ -62,6 +67,7 @@ class Venv:
         env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["WHEELOPS_INDEX_URL"] = self.index_url
         env["PIP_CONFIG_FILE"] = os.devnull
+        env["PIP_INDEX_URL"] = self.pypi_url  # where a command without --index-url goes
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         return env
 
@@ -82,9 +88,22 @@ class Venv:
         return self.site / "wheelops"
 
     def install(self, variant: str) -> None:
-        reinstall = "pip install --force-reinstall --no-deps wheelops --index-url"
-        done = self.run(f"{reinstall} {self.index_url}/{variant}")
+        done = self.run(self.command(variant))
         assert done.returncode == 0, done.stdout + done.stderr
+
+    def command(self, variant: str) -> str:
+        """The guard's own reinstall command for `variant`, against these indexes."""
+        command = "pip install --force-reinstall --no-deps wheelops"
+        return command if variant == PYPI else f"{command} --index-url {self.index_url}/{variant}"
+
+    def variant_of(self, command: str) -> str | None:
+        """The variant a printed command installs, if it installs wheelops from us."""
+        if not command.startswith("pip install --force-reinstall --no-deps wheelops"):
+            return None
+        if "--index-url" not in command:
+            return PYPI
+        url, _, variant = command.split("--index-url ", 1)[1].rpartition("/")
+        return variant if url == self.index_url else None
 
     def report(self) -> dict:
         done = self.python("-m", "wheelops", "--json")
@@ -100,6 +119,10 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
     root = tmp_path_factory.mktemp("fixes")
     wheels = index.collect([Path(WHEELHOUSE)])
     variants = set(index.generate(wheels, root / "site"))
+    pypi = [w for w in wheels if w.local_label == PYPI]
+    if pypi:  # PyPI gets it unlabelled (build_tools/relabel.py), as the release does
+        unlabelled = [parse(relabel.strip_label(w.path, root / "pypi-wheels")) for w in pypi]
+        index.project_page(unlabelled, root / "site" / "pypi" / "wheelops")
     if BUILD.variant not in variants:
         pytest.skip(f"the wheelhouse has no {BUILD.variant} wheel (the one under test)")
     with served(root / "site") as url:
@@ -111,15 +134,26 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return build_broken_libraries(tmp_path_factory.mktemp("broken"))
 
 
+def _facts(venv: Venv) -> dict:
+    return json.loads((venv.package / "_build_info.json").read_text())
+
+
+def _write_facts(venv: Venv, facts: dict) -> None:
+    (venv.package / "_build_info.json").write_text(json.dumps(facts))
+
+
 def _set_facts(venv: Venv, **changes: object) -> None:
-    path = venv.package / "_build_info.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    _write_facts(venv, {**_facts(venv), **changes})
+
+
+def _other() -> str:
+    """A CUDA release of the other major than torch's."""
+    return "12.8" if (this_process().torch_cuda or "").startswith("13.") else "13.0"
 
 
 def _slot(venv: Venv) -> Path:
     """The library a fault breaks: the CUDA one where it would load, else the CPU one."""
-    stem = "_ops_cuda" if CUDA_TORCH and BUILD.cuda_version else "_ops_cpu"
-    return next(venv.package.glob(f"{stem}*.so"))
+    return venv.package / served_library(venv.package)
 
 
 FAULTS: dict[str, tuple[Callable[[Venv, dict[str, Path]], None], str]] = {
@@ -136,9 +170,9 @@ FAULTS: dict[str, tuple[Callable[[Venv, dict[str, Path]], None], str]] = {
         "library",
     ),
     "another platform": (lambda v, b: _set_facts(v, platform="linux_riscv64"), "platform"),
-    "CUDA major": (lambda v, b: _set_facts(v, cuda_version="12.8"), "CUDA"),
+    "CUDA major": (lambda v, b: _write_facts(v, with_cuda_version(_facts(v), _other())), "CUDA"),
     "cpu variant under a CUDA torch": (
-        lambda v, b: _set_facts(v, cuda_version=None, sass_archs=[], ptx_archs=[]),
+        lambda v, b: _set_facts(v, cuda_libraries=[]),
         "torch build",
     ),
 }
@@ -147,7 +181,7 @@ FAULTS: dict[str, tuple[Callable[[Venv, dict[str, Path]], None], str]] = {
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_the_printed_fix_cures_it(venv: Venv, broken: dict[str, Path], fault: str) -> None:
     make, check = FAULTS[fault]
-    if fault == "CUDA major" and not (CUDA_TORCH and BUILD.cuda_version):
+    if fault == "CUDA major" and served_library(venv.package).startswith("_ops_cpu"):
         pytest.skip("a CUDA version to mismatch needs a CUDA build under a CUDA torch")
     if fault == "cpu variant under a CUDA torch" and not CUDA_TORCH:
         pytest.skip("needs a CUDA torch")
@@ -159,10 +193,10 @@ def test_the_printed_fix_cures_it(venv: Venv, broken: dict[str, Path], fault: st
         for f in before["findings"]
         if f["status"] != "ok" and (f["check"] == check or f["check"].endswith(" " + check))
     ]
-    runnable = [c for c in finding["fix"] if venv.index_url in c]
-    assert runnable, f"no fix installs from the wheelops index: {finding}"
+    runnable = [c for c in finding["fix"] if venv.variant_of(c)]
+    assert runnable, f"no fix installs wheelops from its indexes: {finding}"
     command = runnable[0]
-    variant = command.rsplit("/", 1)[-1]
+    variant = venv.variant_of(command)
     if variant not in venv.variants:
         pytest.skip(f"the fix installs the {variant} wheel, which the wheelhouse lacks")
     # Import and doctor agree before the fix ...

@@ -24,16 +24,28 @@ VERSION_LITERAL = re.compile(
 
 
 def test_variants_are_consistent():
-    assert MATRIX.default_variant in MATRIX.names
+    assert MATRIX.default_variant in MATRIX.names and MATRIX.pypi_variant in MATRIX.names
+    wheels = build_matrix.wheels(MATRIX)
     for v in MATRIX.variants:
-        assert v.smoke_torch in v.torch and v.torch == tuple(sorted(v.torch, key=_release))
         assert set(v.platforms) <= set(build_matrix.RUNNERS)
         assert _release(v.build_torch) >= (2, 10)
+        if v in wheels:
+            assert v.smoke_torch in v.torch and v.torch == tuple(sorted(v.torch, key=_release))
+        else:  # a part of the universal wheel only
+            assert not v.index and not v.torch and v.smoke_torch is None
+        if v.parts:
+            parts = [MATRIX.variant(name) for name in v.parts]
+            majors = [p.cuda.split(".")[0] for p in parts]
+            assert len(set(majors)) == len(majors)  # one CUDA library per major
+            assert any(p.cuda and p.build_torch == v.build_torch for p in parts)
+            assert not v.index and v.cuda is None and v.arch_list is None
+            continue
         if v.cuda is None:
             assert v.name == "cpu" and v.arch_list is None and v.toolkit is None
             continue
         assert v.name == "cu" + v.cuda.replace(".", "")
-        assert v.toolkit.startswith(v.cuda + ".") and v.toolkit_source in ("pypi", "image")
+        assert v.toolkit.startswith(v.cuda + ".")
+        assert v.toolkit_source in ("pypi", "image", "debian")
         assert parse_arch_list(v.arch_list).sass
 
 
@@ -42,11 +54,12 @@ def _release(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def test_cuda_13_from_pypi_cuda_12_from_images():
+def test_cuda_13_from_pypi_cuda_12_from_images_or_debian():
     # DESIGN 7: the PyPI CUDA 12 wheels carry no nvcc driver.
     for v in MATRIX.variants:
         if v.cuda:
-            assert v.toolkit_source == ("pypi" if v.cuda.startswith("13.") else "image")
+            cuda_12 = ("image", "debian")
+            assert v.toolkit_source in (("pypi",) if v.cuda.startswith("13.") else cuda_12)
 
 
 def test_noxfile_repeats_nothing_from_the_matrix():
@@ -103,10 +116,13 @@ def test_workflow_actions_are_pinned_by_commit():
 def test_github_matrices_cover_every_cell():
     jobs = build_matrix.github_matrices(MATRIX)
     builds = {(row["variant"], row["platform"]) for row in jobs["build"]}
-    assert builds == {(v.name, p) for v in MATRIX.variants for p in v.platforms}
+    wheels = build_matrix.wheels(MATRIX)
+    assert builds == {(v.name, p) for v in wheels for p in v.platforms}
+    assert "universal" in {v for v, _ in builds} and "cu124" not in {v for v, _ in builds}
     tests = [(row["variant"], row["torch"]) for row in jobs["test"]]
     assert tests == build_matrix.test_cells(MATRIX)
-    assert {row["variant"] for row in jobs["gpu"]} == {v.name for v in MATRIX.variants if v.cuda}
+    gpu = {row["variant"] for row in jobs["gpu"]}
+    assert gpu == {v.name for v in wheels if v.cuda or v.parts}
 
 
 def test_ci_runs_the_readme_test_command():

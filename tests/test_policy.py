@@ -21,18 +21,11 @@ INDEX = matrix().index_url
 TORCH_INDEX = matrix().torch_index_url
 REINSTALL = f"pip install --force-reinstall --no-deps wheelops --index-url {INDEX}"
 
-# The README's recorded build (build_tools/troubleshooting.py), as this package's record.
+# The README's recorded builds (build_tools/troubleshooting.py), as this package's records.
 CU130_BUILD = BuildInfo.from_dict(troubleshooting.BUILD.to_dict())
-CPU_BUILD = replace(
-    CU130_BUILD,
-    cuda_version=None,
-    nvcc_version=None,
-    cuda_toolkit_origin=None,
-    cuda_arch_list=None,
-    sass_archs=(),
-    ptx_archs=(),
-    libraries={"cpu": "_ops_cpu.abi3.so", "cuda": None},
-)
+CPU_BUILD = BuildInfo.from_dict(troubleshooting.CPU_BUILD.to_dict())
+UNIVERSAL = BuildInfo.from_dict(troubleshooting.UNIVERSAL.to_dict())
+(CUDA13,) = CU130_BUILD.cuda_libraries
 CUDA_TORCH = RuntimeFacts("3.12.3", "x86_64", "2.11.0+cu130", "13.0", None, None)
 
 
@@ -42,13 +35,21 @@ def torch_runtime(version: str, cuda: str | None = None, **other: str) -> Runtim
 
 FILES = (
     LibraryFile("cpu", "/w/_ops_cpu.abi3.so", exists=True),
-    LibraryFile("cuda", "/w/_ops_cuda.abi3.so", exists=True),
+    LibraryFile("cuda13", "/w/_ops_cuda13.abi3.so", exists=True),
 )
 
 
+def files_of(build: BuildInfo) -> tuple[LibraryFile, ...]:
+    cuda = [LibraryFile(f"cuda{lib.major}", f"/w/{lib.file}", True) for lib in build.cuda_libraries]
+    return (FILES[0], *cuda)
+
+
 def report_of(build: BuildInfo, runtime: RuntimeFacts, **facts) -> Report:
-    files = FILES if build.cuda_version else FILES[:1]
-    return evaluate(build, runtime, matrix(), files=files, **facts)
+    return evaluate(build, runtime, matrix(), files=files_of(build), **facts)
+
+
+def with_cuda(**changes) -> BuildInfo:
+    return replace(CU130_BUILD, cuda_libraries=(replace(CUDA13, **changes),))
 
 
 def by_check(build: BuildInfo, runtime: RuntimeFacts) -> dict:
@@ -65,7 +66,7 @@ def test_matching_install_is_ok_on_every_line():
         "platform",
     ]
     assert report.verdict is Status.OK and report.exit_status == 0
-    assert [(c.role, c.accepted) for c in report.candidates] == [("cpu", True), ("cuda", True)]
+    assert [(c.role, c.accepted) for c in report.candidates] == [("cpu", True), ("cuda13", True)]
 
 
 # Python: >= the wheel's floor.
@@ -150,7 +151,7 @@ def test_torch_build_row(build, runtime, severity, words):
     ],
 )
 def test_cuda_row(build_cuda, torch_cuda, severity, fix_variant):
-    build = replace(CU130_BUILD, cuda_version=build_cuda)
+    build = with_cuda(cuda_version=build_cuda)
     runtime = torch_runtime(f"2.11.0+cu{torch_cuda.replace('.', '')}", torch_cuda)
     report = report_of(build, runtime)
     finding = report.finding("CUDA")
@@ -194,7 +195,7 @@ def test_platform_row():
 def test_gpu_row(arch_list, capability, severity, fix_words):
     sass = tuple(a.replace("+PTX", "") for a in arch_list.split(";"))
     ptx = tuple(a.replace("+PTX", "") for a in arch_list.split(";") if a.endswith("+PTX"))
-    build = replace(CU130_BUILD, cuda_arch_list=arch_list, sass_archs=sass, ptx_archs=ptx)
+    build = with_cuda(arch_list=arch_list, sass_archs=sass, ptx_archs=ptx)
     report = report_of(
         build, CUDA_TORCH, gpus=[Gpu(1, "NVIDIA Test GPU", capability)], driver="13.0"
     )
@@ -236,17 +237,18 @@ def test_candidates_under_a_cpu_only_torch():
     assert cpu.accepted and not cuda.accepted and "CPU-only" in cuda.reason
     assert [c.role for c in report.to_load] == ["cpu"]
     # A damaged CUDA library that would not be loaded does not matter.
-    files = (FILES[0], LibraryFile("cuda", FILES[1].path, True, "x is truncated"))
+    files = (FILES[0], LibraryFile("cuda13", FILES[1].path, True, "x is truncated"))
     report = evaluate(CU130_BUILD, torch_runtime("2.13.0+cpu"), matrix(), files=files)
     assert report.exit_status == 0
 
 
 def test_a_missing_or_damaged_library_stops_everything():
-    files = (FILES[0], LibraryFile("cuda", "/w/_ops_cuda*.so", exists=False))
+    files = (FILES[0], LibraryFile("cuda13", "/w/_ops_cuda13.abi3.so", exists=False))
     report = evaluate(CU130_BUILD, CUDA_TORCH, matrix(), files=files)
     assert report.exit_status == 1 and report.to_load == ()
-    assert report.finding("CUDA library").message.endswith("/w/_ops_cuda*.so does not exist")
-    assert report.finding("CUDA library").fix == (f"{REINSTALL}/cu130",)
+    missing = report.finding("CUDA 13 library")
+    assert missing.message.endswith("/w/_ops_cuda13.abi3.so does not exist")
+    assert missing.fix == (f"{REINSTALL}/cu130",)
     files = (
         LibraryFile("cpu", "/w/x.so", True, "/w/x.so is a 32-bit library; this Python is 64-bit"),
     )
@@ -259,10 +261,10 @@ def test_a_missing_or_damaged_library_stops_everything():
 
 def test_load_failures_reject_their_candidate():
     failure = LoadFailure("torch-abi", "x calls c10::f(), which torch does not have", "raw")
-    report = report_of(CU130_BUILD, CUDA_TORCH, load_failures={"cuda": failure})
+    report = report_of(CU130_BUILD, CUDA_TORCH, load_failures={"cuda13": failure})
     assert report.exit_status == 1 and report.to_load == ()
     assert [c.accepted for c in report.candidates] == [True, False]
-    finding = report.finding("load CUDA library")
+    finding = report.finding("load CUDA 13 library")
     assert finding.fix == (f"{REINSTALL}/cu130",) and "The loader said: raw" in finding.message
     # A damaged dependency is not wheelops': no reinstall command (issue #15, bug 2).
     damaged = LoadFailure(
@@ -316,7 +318,7 @@ def test_unreadable_build_facts_are_fatal(facts, check, fix):
 
 
 def test_refusal_message_has_both_sides_and_every_fix():
-    build = replace(CU130_BUILD, cuda_version="12.8")
+    build = with_cuda(cuda_version="12.8")
     text = format_findings("headline", [by_check(build, CUDA_TORCH)["CUDA"]])
     assert "build: CUDA 12.8" in text and "here:  CUDA 13.0 (torch 2.11.0+cu130)" in text
     assert f"\n  fix:   {REINSTALL}/cu130\n" in text
@@ -339,3 +341,54 @@ def test_the_readme_tables_say_what_the_guard_decides(situations, status):
     for situation in situations:
         finding = troubleshooting.finding(situation)
         assert str(finding.status) == status, (situation.meaning, finding)
+
+
+# The universal wheel: the CUDA library of torch's major loads, the other never does.
+@pytest.mark.parametrize(
+    ("torch_version", "torch_cuda", "serving"),
+    [
+        ("2.10.0+cu128", "12.8", "cuda12"),
+        ("2.11.0+cu126", "12.6", "cuda12"),
+        ("2.14.1+cu130", "13.0", "cuda13"),
+        ("2.15.0+cu132", "13.2", "cuda13"),
+        ("2.13.0+cpu", None, None),
+    ],
+)
+def test_universal_loads_the_library_of_torchs_major(torch_version, torch_cuda, serving):
+    report = report_of(UNIVERSAL, torch_runtime(torch_version, torch_cuda))
+    assert report.exit_status == 0
+    assert [c.role for c in report.to_load] == ["cpu", *([serving] if serving else [])]
+    for candidate in report.candidates[1:]:
+        if candidate.role != serving:
+            assert not candidate.accepted
+            words = "another CUDA major" if torch_cuda else "is CPU-only"
+            assert words in candidate.reason
+    if serving:
+        assert report.finding("CUDA").status is Status.OK
+
+
+def test_universal_under_an_older_minor_is_refused_with_both_directions():
+    newer = replace(
+        UNIVERSAL,
+        cuda_libraries=(replace(UNIVERSAL.cuda_libraries[0], cuda_version="12.8"), CUDA13),
+    )
+    report = report_of(newer, torch_runtime("2.11.0+cu126", "12.6"))
+    assert report.exit_status == 1
+    assert report.finding("CUDA").fix[0].endswith(f"{INDEX}/cu126")
+
+
+def test_gpu_check_uses_the_serving_library():
+    gpu = Gpu(0, "NVIDIA V100", (7, 0))
+    report = report_of(UNIVERSAL, torch_runtime("2.10.0+cu128", "12.8"), gpus=[gpu], driver="12.8")
+    assert report.finding("GPU cuda:0").status is Status.OK  # the CUDA 12 library has 7.0
+    report = report_of(UNIVERSAL, CUDA_TORCH, gpus=[gpu], driver="13.0")
+    assert report.finding("GPU cuda:0").status is Status.DEGRADED  # the CUDA 13 one has not
+
+
+def test_the_experts_override_picks_the_cuda_12_library_and_says_so():
+    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override=12)
+    assert [c.role for c in report.to_load] == ["cpu", "cuda12"]
+    finding = report.finding("CUDA")
+    assert finding.status is Status.DEGRADED and "WHEELOPS_CUDA_LIBRARY=12" in finding.message
+    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override=11)
+    assert report.exit_status == 1 and "has CUDA 12.4, 13.0 only" in report.finding("CUDA").message

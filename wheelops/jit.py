@@ -135,11 +135,13 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     )
     cuda_path = _build_cuda(cache, toolkit, verbose) if toolkit else None
     built = [Path(cpu_path), *([cuda_path] if cuda_path else [])]
+    cuda = []
+    if toolkit and archs and cuda_path:
+        cuda.append(build_facts.BuiltCudaLibrary(cuda_path.name, toolkit, archs))
     facts = build_facts.collect(
         torch.__version__,
-        toolkit,
-        archs,
-        {"cpu": Path(cpu_path).name, "cuda": cuda_path.name if cuda_path else None},
+        Path(cpu_path).name,
+        cuda,
         cxx_runtime.check_libraries(built, build_facts.compiler()),
         dev_mode=True,
     )
@@ -147,7 +149,8 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     info = read_build_info(build_facts.write(facts, cache))
     if not isinstance(info, BuildInfo):
         raise RuntimeError(f"wheelops.jit wrote build facts it cannot read: {info.state}")
-    loader.load_libraries(info, Path(cpu_path), cuda_path)
+    majors = {lib.major: cuda_path for lib in info.cuda_libraries if cuda_path}
+    loader.load_libraries(info, Path(cpu_path), majors)
     from wheelops.ops import register_python_kernels
 
     register_python_kernels()
@@ -167,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wheelops dev build in {default_cache_dir()}")
     print(f"  cpu library:  {libs.cpu}")
     print(f"  cuda library: {libs.cuda or 'not built'}")
-    if info.cuda_version:
-        print(f"  CUDA {info.cuda_version} (nvcc {info.nvcc_version}), archs {info.cuda_arch_list}")
+    for lib in info.cuda_libraries:
+        print(f"  CUDA {lib.cuda_version} (nvcc {lib.nvcc_version}), archs {lib.arch_list}")
     return 0
 
 

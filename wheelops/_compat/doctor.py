@@ -98,9 +98,12 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"built against torch {build['torch_version']} with "
             + (
-                f"CUDA {build['cuda_version']} (nvcc {build['nvcc_version']})"
-                if build["cuda_version"]
-                else "no CUDA"
+                ", ".join(
+                    f"CUDA {lib['cuda_version']} (nvcc {lib['nvcc_version']}, "
+                    f"{lib['toolkit_origin']})"
+                    for lib in build["cuda_libraries"]
+                )
+                or "no CUDA"
             )
             + f", {build['compiler']}"
             + (f" ({build['cxx_runtime']})" if build.get("cxx_runtime") else "")
@@ -115,7 +118,7 @@ def render(report: dict[str, Any]) -> str:
     lines += ["", "libraries"]
     for lib in report["libraries"]:
         verdict = "LOADS" if lib["accepted"] else "not loaded"
-        lines.append(f"  {lib['library']:<5} {verdict}: {lib['path']}")
+        lines.append(f"  {lib['library']:<6} {verdict}: {lib['path']}")
         lines.append(f"        {lib['reason']}")
     if not report["libraries"]:
         lines.append("  none found")

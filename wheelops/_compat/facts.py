@@ -14,7 +14,7 @@ import importlib.util
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,48 +22,71 @@ from .elf import host_machine
 from .matrix import variant_name
 
 BUILD_INFO_FILE = "_build_info.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+@dataclass(frozen=True)
+class CudaLibraryInfo:
+    """One CUDA library of the build: its file, toolkit and GPU code."""
+
+    file: str  # "_ops_cuda13.abi3.so"
+    cuda_version: str  # CUDA release of its toolkit: "13.0"
+    nvcc_version: str
+    toolkit_origin: str  # "PyPI", "CUDA_HOME", "Debian trixie ..."
+    arch_list: str  # TORCH_CUDA_ARCH_LIST as built
+    sass_archs: tuple[str, ...]  # archs with machine code
+    ptx_archs: tuple[str, ...]  # archs with PTX, JIT-compiled for newer GPUs
+
+    @property
+    def major(self) -> int:
+        return int(self.cuda_version.split(".")[0])
 
 
 @dataclass(frozen=True)
 class BuildInfo:
-    """What the build was: versions, toolkit, GPU archs, compiler, platform, commit."""
+    """What the build was: versions, its libraries (toolkit, GPU archs), compiler, platform."""
 
     wheelops_version: str
     torch_version: str  # the torch the libraries were compiled against
     stable_abi_floor: str  # the oldest torch they load in (TORCH_TARGET_VERSION)
     python_floor: str
-    cuda_version: str | None  # CUDA release of the toolkit, None for a CPU-only build
-    nvcc_version: str | None
-    cuda_toolkit_origin: str | None  # "PyPI" or "CUDA_HOME"
-    cuda_arch_list: str | None  # TORCH_CUDA_ARCH_LIST as built
-    sass_archs: tuple[str, ...]  # archs with machine code
-    ptx_archs: tuple[str, ...]  # archs with PTX, JIT-compiled for newer GPUs
     compiler: str
     platform: str
     git_commit: str
-    libraries: dict[str, str | None] = field(default_factory=dict)  # "cpu"/"cuda" -> file
-    cxx_runtime: str | None = None  # "libstdc++.so.6 (shared)"; None in older build facts
+    cpu_library: str  # "_ops_cpu.abi3.so": every op schema and CPU kernel
+    cuda_libraries: tuple[CudaLibraryInfo, ...] = ()  # one per CUDA major at most
+    built_as: str | None = None  # the matrix variant the build was for; None: from the CUDA
+    cxx_runtime: str | None = None  # "libstdc++.so.6 (shared)"
     dev_mode: bool = False  # built by wheelops.jit rather than by a wheel build
 
     @property
     def variant(self) -> str:
-        """The published variant this build belongs to: "cpu", "cu130", ..."""
-        return variant_name(self.cuda_version)
+        """The variant this build belongs to: "cpu", "cu130", "universal", ..."""
+        if self.built_as:
+            return self.built_as
+        versions = [lib.cuda_version for lib in self.cuda_libraries]
+        return variant_name(versions[0] if len(versions) == 1 else None)
+
+    def cuda_library(self, major: int) -> CudaLibraryInfo | None:
+        return next((lib for lib in self.cuda_libraries if lib.major == major), None)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["schema_version"] = SCHEMA_VERSION
-        data["sass_archs"] = list(self.sass_archs)
-        data["ptx_archs"] = list(self.ptx_archs)
-        return data
+        return {**asdict(self), "schema_version": SCHEMA_VERSION}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BuildInfo:
-        known = {name for name in cls.__dataclass_fields__}
+        known = set(cls.__dataclass_fields__)
         values = {k: v for k, v in data.items() if k in known}
-        values["sass_archs"] = tuple(values.get("sass_archs") or ())
-        values["ptx_archs"] = tuple(values.get("ptx_archs") or ())
+        values["cuda_libraries"] = tuple(
+            CudaLibraryInfo(
+                **{
+                    **lib,
+                    "sass_archs": tuple(lib["sass_archs"]),
+                    "ptx_archs": tuple(lib["ptx_archs"]),
+                }
+            )
+            for lib in values.get("cuda_libraries") or ()
+        )
         return cls(**values)
 
 

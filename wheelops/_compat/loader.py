@@ -21,20 +21,21 @@ from .dlerror import LoadFailure, classify, dlopen_error
 from .facts import (
     BUILD_INFO_FILE,
     BuildInfo,
+    CudaLibraryInfo,
     UnreadableBuildInfo,
     gpu,
     read_build_info,
     this_process,
 )
 from .matrix import matrix
-from .policy import Finding, LibraryFile, Report, Status, evaluate, gpu_finding, library_file
+from .policy import Finding, LibraryFile, Report, Status, evaluate, gpu_finding
 
 if TYPE_CHECKING:
     import torch
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-STEMS = {"cpu": "_ops_cpu", "cuda": "_ops_cuda"}
 SKIP_ENV = "WHEELOPS_SKIP_GUARD"
+CUDA_LIBRARY_ENV = "WHEELOPS_CUDA_LIBRARY"  # experts: load the CUDA library of this major
 DOCTOR = "python -m wheelops"
 
 
@@ -53,6 +54,16 @@ CompatibilityError.__module__ = UnsupportedGPUError.__module__ = "wheelops"
 def guard_enabled() -> bool:
     """False when WHEELOPS_SKIP_GUARD=1: experts who know better than the checks."""
     return os.environ.get(SKIP_ENV, "") not in ("1", "true", "yes")
+
+
+def cuda_override() -> int | None:
+    """WHEELOPS_CUDA_LIBRARY=12: load the CUDA 12 library whatever torch's CUDA (experts)."""
+    value = os.environ.get(CUDA_LIBRARY_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise CompatibilityError(f"{CUDA_LIBRARY_ENV}={value!r}: give a CUDA major, e.g. 12")
+    return int(value)
 
 
 def imported_by_doctor() -> bool:
@@ -75,6 +86,14 @@ class Loaded:
     report: Report
 
     @property
+    def cuda_info(self) -> CudaLibraryInfo | None:
+        """The build facts of the CUDA library that serves."""
+        build = self.report.build
+        if self.cuda is None or not isinstance(build, BuildInfo):
+            return None
+        return next(lib for lib in build.cuda_libraries if lib.file == self.cuda.name)
+
+    @property
     def cuda_not_loaded_because(self) -> str | None:
         finding = self.report.finding("torch build")
         if self.cuda is not None or finding is None:
@@ -95,8 +114,8 @@ class _State:
 _state = _State()
 
 
-def find_library(directory: Path, role: str) -> Path | None:
-    matches = sorted(directory.glob(f"{STEMS[role]}*.so"))
+def find_cpu_library(directory: Path) -> Path | None:
+    matches = sorted(directory.glob("_ops_cpu*.so"))
     return matches[0] if matches else None
 
 
@@ -125,31 +144,37 @@ def load_installed(strict: bool = True) -> Loaded | None:
 
     `strict=False` records a refusal instead of raising (the doctor).
     """
-    cpu, cuda = find_library(PACKAGE_DIR, "cpu"), find_library(PACKAGE_DIR, "cuda")
-    checkout = cpu is None and cuda is None
+    cpu = find_cpu_library(PACKAGE_DIR)
+    checkout = cpu is None and not any(PACKAGE_DIR.glob("_ops_cuda*.so"))
     build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
     if isinstance(build, UnreadableBuildInfo) and build.checkout:
         _state.inputs = {"build": build, "files": []}
         return None
+    cuda = {}
+    if isinstance(build, BuildInfo):
+        cuda = {lib.major: PACKAGE_DIR / lib.file for lib in build.cuda_libraries}
     return load_libraries(build, cpu, cuda, strict=strict)
 
 
 def load_libraries(
-    build: BuildInfo | UnreadableBuildInfo, cpu: Path | None, cuda: Path | None, strict: bool = True
+    build: BuildInfo | UnreadableBuildInfo,
+    cpu: Path | None,
+    cuda: dict[int, Path],
+    strict: bool = True,
 ) -> Loaded | None:
-    """Evaluate, then dlopen what the policy accepts. The caller registers the Python
-    kernels (wheelops.ops.register_python_kernels) once they load."""
+    """Evaluate, then dlopen what the policy accepts. `cuda`: CUDA major -> the library's
+    path, as the build facts name them. The caller registers the Python kernels
+    (wheelops.ops.register_python_kernels) once they load."""
     if _state.loaded is not None:
         raise RuntimeError(f"wheelops native libraries are already loaded from {_state.loaded.cpu}")
-    files = [_library_file("cpu", cpu)]
-    if isinstance(build, BuildInfo) and build.cuda_version is not None:
-        files.append(_library_file("cuda", cuda))
+    files = [_library_file("cpu", cpu, PACKAGE_DIR / "_ops_cpu*.so")]
+    files += [_library_file(f"cuda{major}", path, path) for major, path in sorted(cuda.items())]
     failures: dict[str, LoadFailure] = {}
     _state.inputs = {"build": build, "files": files, "load_failures": failures,
-                     "guard": guard_enabled()}  # fmt: skip
+                     "guard": guard_enabled(), "cuda_override": cuda_override()}  # fmt: skip
     report = _evaluate()
     for candidate in report.to_load:
-        failure = _dlopen(Path(candidate.path), build)
+        failure = _dlopen(Path(candidate.path), build, candidate.role)
         if failure is not None:
             failures[candidate.role] = failure
             report = _evaluate()
@@ -161,7 +186,8 @@ def load_libraries(
             raise _state.error from None  # the findings say it all; no chained traceback
         return None
     paths = {c.role: Path(c.path) for c in report.to_load}
-    _state.loaded = Loaded(paths["cpu"], paths.get("cuda"), report)
+    serving_cuda = next((p for role, p in paths.items() if role != "cpu"), None)
+    _state.loaded = Loaded(paths["cpu"], serving_cuda, report)
     return _state.loaded
 
 
@@ -174,15 +200,17 @@ def report_with_devices(gpus: list[Any], driver: str | None) -> Report:
     return _evaluate(gpus=gpus, driver=driver)
 
 
-def _library_file(role: str, path: Path | None) -> LibraryFile:
-    pattern = f"{PACKAGE_DIR / STEMS[role]}*.so"
-    return library_file(role, path, pattern, elf.problem(path) if path else None)
+def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:
+    if path is None or not path.exists():
+        return LibraryFile(role, str(expected), exists=False)
+    return LibraryFile(role, str(path), exists=True, problem=elf.problem(path))
 
 
-def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo) -> LoadFailure | None:
+def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo, role: str) -> LoadFailure | None:
     import torch
 
     assert isinstance(build, BuildInfo)
+    library = next((lib for lib in build.cuda_libraries if f"cuda{lib.major}" == role), None)
     try:
         torch.ops.load_library(str(path))
     except OSError as err:
@@ -194,7 +222,7 @@ def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo) -> LoadFailure |
             text,
             build_torch=build.torch_version,
             runtime_torch=runtime.torch_version,
-            build_cuda=build.cuda_version,
+            build_cuda=library.cuda_version if library else None,
             runtime_cuda=runtime.torch_cuda,
         )
     return None
@@ -277,7 +305,10 @@ def _decide(index: int) -> None:
         device = gpu(index)
     except (RuntimeError, AssertionError):
         return  # no such GPU in this process (fake tensors): a real launch would say so
-    finding = gpu_finding(build_info(), this_process(), matrix(), device)
+    library = _state.loaded.cuda_info if _state.loaded else None
+    if library is None:
+        return  # no CUDA library serves: require_cuda_kernels has said so
+    finding = gpu_finding(build_info(), library, this_process(), matrix(), device)
     if finding.status is Status.OK:
         _covered_devices.add(index)
     else:

@@ -43,8 +43,11 @@ class Variant:
     host_compiler: str  # the manylinux gcc-toolset the image compiles with
     build_torch: str
     torch: tuple[str, ...]  # torch releases the wheel is tested against
-    smoke_torch: str  # the one torch a quick run tests against
+    smoke_torch: str | None  # the one torch a quick run tests against
     platforms: tuple[str, ...]
+    parts: tuple[str, ...] = ()  # variants whose CUDA libraries it holds (universal)
+    quick_torch: tuple[str, ...] = ()  # torch releases a quick run tests besides smoke_torch
+    index: bool = True  # published on the variant index as a wheel of its own
 
     @property
     def archs(self) -> ArchList | None:
@@ -65,7 +68,8 @@ class Matrix:
     published_index_url: str  # the index as matrix.json publishes it
     torch_index_url: str
     source_url: str
-    default_variant: str
+    default_variant: str  # the CUDA variant whose torch the guard suggests by default
+    pypi_variant: str  # the wheel PyPI gets, unlabelled
     manylinux: str
     python: str
     image_repository: str
@@ -95,12 +99,12 @@ class Matrix:
         """Variants whose libraries load beside this torch, best first: for a CUDA torch,
         the CUDA variants of its major and a minor not above its own (newest first)."""
         if torch_cuda is None:
-            return [v for v in self.variants if v.cuda is None]
+            return [v for v in self.variants if v.index and v.cuda is None]
         major, minor = version_tuple(torch_cuda)
         fitting = [
             v
             for v in self.variants
-            if v.cuda_major_minor and v.cuda_major_minor[0] == major
+            if v.index and v.cuda_major_minor and v.cuda_major_minor[0] == major
             if v.cuda_major_minor[1] <= minor
         ]
         return sorted(fitting, key=lambda v: v.cuda_major_minor or (0, 0), reverse=True)
@@ -108,7 +112,14 @@ class Matrix:
     def default_arch_list(self, cuda_version: str) -> str:
         """The list of this CUDA release's variant, else of the newest variant of its major
         that is not newer (a 13.2 toolkit builds what 13.0 does)."""
-        fitting = [v for v in self.variants_for_torch_cuda(cuda_version) if v.arch_list]
+        major, minor = version_tuple(cuda_version)
+        fitting = [
+            v
+            for v in self.variants
+            if v.arch_list and v.cuda_major_minor
+            if v.cuda_major_minor[0] == major and v.cuda_major_minor[1] <= minor
+        ]
+        fitting.sort(key=lambda v: v.cuda_major_minor or (0, 0), reverse=True)
         if not fitting:
             raise RuntimeError(
                 f"the matrix ({MATRIX_FILE.name}) has no variant for CUDA {cuda_version}; "
@@ -120,10 +131,10 @@ class Matrix:
     # The commands the guard prints. --no-deps: the wheelops index holds no torch, and
     # the torch installed stays.
     def install_command(self, variant: str) -> str:
-        return (
-            f"pip install --force-reinstall --no-deps wheelops --index-url "
-            f"{self.index_url}/{variant}"
-        )
+        command = "pip install --force-reinstall --no-deps wheelops"
+        if variant == self.pypi_variant:
+            return command  # from PyPI
+        return f"{command} --index-url {self.index_url}/{variant}"
 
     def torch_install_command(self, variant: str | None, floor: str) -> str:
         """Install a torch >= floor from PyTorch's index for `variant` (None: from PyPI)."""
@@ -153,11 +164,14 @@ def load(path: Path = MATRIX_FILE) -> Matrix:
             torch=tuple(spec["torch"]),
             smoke_torch=spec["smoke_torch"],
             platforms=tuple(spec["platforms"]),
+            parts=tuple(spec.get("parts", ())),
+            quick_torch=tuple(spec.get("quick_torch", ())),
+            index=spec.get("index", True),
         )
         for name, spec in data["variants"].items()
     )
-    for v in variants:  # the name <-> CUDA convention holds for every row
-        if v.name != variant_name(v.cuda):
+    for v in variants:  # the name <-> CUDA convention holds for every single-CUDA row
+        if not v.parts and v.name != variant_name(v.cuda):
             raise ValueError(f"{path.name}: variant {v.name!r} has CUDA {v.cuda}")
     return Matrix(
         # An override for mirrors and for testing a local index.
@@ -166,6 +180,7 @@ def load(path: Path = MATRIX_FILE) -> Matrix:
         torch_index_url=data["torch_index_url"].rstrip("/"),
         source_url=data["source_url"],
         default_variant=data["default_variant"],
+        pypi_variant=data["pypi_variant"],
         manylinux=data["manylinux"],
         python=data["python"],
         image_repository=data["image_repository"],

@@ -14,13 +14,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .archs import describe, kernel_for
 from .dlerror import LoadFailure
-from .facts import BuildInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
-from .matrix import Matrix, version_tuple
+from .facts import BuildInfo, CudaLibraryInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
+from .matrix import Matrix, variant_name, version_tuple
 
 
 class Status(enum.IntEnum):
@@ -57,7 +56,7 @@ class LibraryFile:
     """A native library as found on disk: its path (or the pattern that found nothing) and
     what reading its headers found wrong (None: a complete library for this machine)."""
 
-    role: str  # "cpu" or "cuda"
+    role: str  # "cpu", "cuda12", "cuda13"
     path: str
     exists: bool
     problem: str | None = None
@@ -105,7 +104,13 @@ class Report:
         return next((f for f in self.findings if f.check == check), None)
 
 
-ROLES = {"cpu": "CPU", "cuda": "CUDA"}
+def role_name(role: str) -> str:
+    """ "cpu" -> "CPU", "cuda13" -> "CUDA 13": how findings name a library."""
+    return "CPU" if role == "cpu" else f"CUDA {role.removeprefix('cuda')}"
+
+
+def cuda_role(library: CudaLibraryInfo) -> str:
+    return f"cuda{library.major}"
 
 
 def evaluate(
@@ -117,15 +122,18 @@ def evaluate(
     files: Sequence[LibraryFile] = (),
     driver: str | None = None,
     guard: bool = True,
+    cuda_override: int | None = None,
 ) -> Report:
     """Decide which libraries load and report every finding.
 
+    `files`: the CPU library and each CUDA library of the build facts, as found.
     `gpus` None: the GPUs were not looked at (import never initialises CUDA); then the
     driver is not judged either. `load_failures`: what the loader said when it tried
     (role -> failure). `guard` False (WHEELOPS_SKIP_GUARD=1): checks before the load
-    are reported but do not stop it.
+    are reported but do not stop it. `cuda_override` (WHEELOPS_CUDA_LIBRARY): the CUDA
+    major whose library an expert wants loaded, whatever torch's CUDA.
     """
-    rules = _Rules(matrix, runtime)
+    rules = _Rules(matrix, runtime, cuda_override)
     if isinstance(build, UnreadableBuildInfo):
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
@@ -133,8 +141,8 @@ def evaluate(
     before_load = rules.before_load(build)
     if not guard:
         before_load = [_not_enforced(f) for f in before_load]
-    use_cuda = build.cuda_version is not None and runtime.torch_kind == "cuda"
-    wanted = [f for f in files if f.role == "cpu" or use_cuda]
+    chosen = rules.chosen_cuda(build)
+    wanted = [f for f in files if f.role in ("cpu", chosen and cuda_role(chosen))]
     # A broken file is never handed to the loader, guard or not: a truncated one can
     # kill the process (SIGBUS) while it is mapped.
     findings = before_load + [
@@ -142,7 +150,7 @@ def evaluate(
     ]
     stop = next((f for f in findings if f.status is Status.FATAL), None)
     candidates = [
-        Candidate(f.role, f.path, False, f"not loaded: {rules.torch_build(build).message}")
+        Candidate(f.role, f.path, False, f"not loaded: {rules.not_chosen(build, f.role)}")
         for f in files
         if f not in wanted
     ]
@@ -162,8 +170,8 @@ def evaluate(
     if gpus is not None and runtime.torch_kind == "cuda":
         assert runtime.torch_cuda is not None
         findings.append(rules.driver(runtime.torch_cuda, driver))
-    if gpus is not None and build.cuda_version is not None:
-        findings += [gpu_finding(build, runtime, matrix, gpu) for gpu in gpus]
+    if gpus is not None and chosen is not None:
+        findings += [gpu_finding(build, chosen, runtime, matrix, gpu) for gpu in gpus]
     in_file_order = sorted(candidates, key=lambda c: [f.role for f in files].index(c.role))
     return Report(build, runtime, tuple(in_file_order), tuple(findings))
 
@@ -181,13 +189,16 @@ def _not_enforced(finding: Finding) -> Finding:
     )
 
 
-def gpu_finding(build: BuildInfo, runtime: RuntimeFacts, matrix: Matrix, gpu: Gpu) -> Finding:
-    """Whether the build holds a kernel image this GPU can run. A GPU it cannot run on
-    degrades the install (CPU tensors and other GPUs work); its first launch there raises."""
+def gpu_finding(
+    build: BuildInfo, library: CudaLibraryInfo, runtime: RuntimeFacts, matrix: Matrix, gpu: Gpu
+) -> Finding:
+    """Whether the CUDA library that serves holds a kernel image this GPU can run. A GPU it
+    cannot run on degrades the install (CPU tensors and other GPUs work); its first launch
+    there raises."""
     check = f"GPU cuda:{gpu.index}"
-    holds = describe(build.sass_archs, build.ptx_archs)
+    holds = describe(library.sass_archs, library.ptx_archs)
     device = f"{gpu.name}, compute capability {gpu.capability_text}"
-    runs = kernel_for(build.sass_archs, build.ptx_archs, gpu.capability)
+    runs = kernel_for(library.sass_archs, library.ptx_archs, gpu.capability)
     if runs:
         return Finding(check, Status.OK, holds, device, f"runs {runs}")
     message = (
@@ -232,6 +243,29 @@ def _torch_label(torch_version: str) -> str | None:
 class _Rules:
     matrix: Matrix
     runtime: RuntimeFacts
+    cuda_override: int | None = None
+
+    def chosen_cuda(self, build: BuildInfo) -> CudaLibraryInfo | None:
+        """The CUDA library to load: the one of torch's CUDA major (or the override's);
+        None under a torch that is not a CUDA build, or where the build has none."""
+        if self.runtime.torch_kind != "cuda" or not build.cuda_libraries:
+            return None
+        assert self.runtime.torch_cuda is not None
+        major = self.cuda_override or version_tuple(self.runtime.torch_cuda)[0]
+        return build.cuda_library(major)
+
+    def not_chosen(self, build: BuildInfo, role: str) -> str:
+        if self.runtime.torch_kind != "cuda":
+            return self.torch_build(build).message
+        return (
+            f"torch brings the CUDA {self.runtime.torch_cuda} runtime; a library of another "
+            "CUDA major is never loaded beside it"
+        )
+
+    def change_torch(self, build: BuildInfo, library: CudaLibraryInfo) -> str:
+        """Install a torch built with this library's CUDA."""
+        variant = variant_name(library.cuda_version)
+        return self.matrix.torch_install_command(variant, build.stable_abi_floor)
 
     def upgrade_torch(self, build: BuildInfo) -> str:
         """Upgrade torch from the index the running one came from (its CUDA stays)."""
@@ -303,7 +337,8 @@ class _Rules:
 
     def torch_build(self, build: BuildInfo) -> Finding:
         kind = self.runtime.torch_kind
-        ours = f"CUDA {build.cuda_version} + CPU" if build.cuda_version else "CPU only"
+        cuda = ", ".join(lib.cuda_version for lib in build.cuda_libraries)
+        ours = f"CUDA {cuda} + CPU" if cuda else "CPU only"
         theirs = self.runtime.describe_torch()
 
         def finding(status: Status, message: str, *fix: str) -> Finding:
@@ -311,7 +346,7 @@ class _Rules:
 
         if kind == "missing":
             return finding(Status.FATAL, "torch is not installed")
-        if build.cuda_version is None:
+        if not build.cuda_libraries:
             if kind == "cuda":
                 return finding(
                     Status.DEGRADED,
@@ -327,7 +362,7 @@ class _Rules:
                 Status.DEGRADED,
                 f"{theirs} is CPU-only, so wheelops loads its CPU kernels only; CUDA tensors "
                 "need a CUDA build of torch",
-                self.matrix.torch_install_command(build.variant, build.stable_abi_floor),
+                self.change_torch(build, build.cuda_libraries[-1]),
             )
         name = "XPU" if kind == "xpu" else "ROCm"
         return finding(
@@ -337,46 +372,71 @@ class _Rules:
         )
 
     def cuda(self, build: BuildInfo) -> Finding | None:
-        """Only for a CUDA build under a CUDA torch: same major, runtime minor >= build's."""
+        """For a CUDA torch and a build with CUDA libraries: one of torch's CUDA major, its
+        runtime minor >= the library's build minor (or the expert's override)."""
         runtime = self.runtime
-        if build.cuda_version is None or runtime.torch_kind != "cuda":
+        if not build.cuda_libraries or runtime.torch_kind != "cuda":
             return None
         assert runtime.torch_cuda is not None
-        ours, theirs = version_tuple(build.cuda_version), version_tuple(runtime.torch_cuda)
-        sides = (
-            f"CUDA {build.cuda_version} (needs the {ours[0]}.x runtime, >= {build.cuda_version})",
-            f"CUDA {runtime.torch_cuda} (torch {runtime.torch_version})",
-        )
-        if ours[0] != theirs[0]:
+        theirs = version_tuple(runtime.torch_cuda)
+        library = self.chosen_cuda(build)
+        built = ", ".join(lib.cuda_version for lib in build.cuda_libraries)
+        here = f"CUDA {runtime.torch_cuda} (torch {runtime.torch_version})"
+        if self.cuda_override is not None:
+            if library is None:
+                return Finding(
+                    "CUDA", Status.FATAL, f"CUDA {built}", here,
+                    f"WHEELOPS_CUDA_LIBRARY={self.cuda_override} asks for a CUDA "
+                    f"{self.cuda_override} library, and this build has CUDA {built} only",
+                    ("unset WHEELOPS_CUDA_LIBRARY",),
+                )  # fmt: skip
+            return Finding(
+                "CUDA", Status.DEGRADED, f"CUDA {library.cuda_version} (override)", here,
+                f"WHEELOPS_CUDA_LIBRARY={self.cuda_override}: the CUDA {library.cuda_version} "
+                f"library is loaded under torch's CUDA {runtime.torch_cuda} runtime, as an "
+                f"expert asked; its runtime (libcudart.so.{library.major}) must be on the "
+                "loader's path",
+                ("unset WHEELOPS_CUDA_LIBRARY",),
+            )  # fmt: skip
+        if library is None:
+            nearest = build.cuda_libraries[-1]
+            ours = f"CUDA {built} (needs a {nearest.major}.x runtime, >= {nearest.cuda_version})"
             message = (
-                f"wheelops was built with CUDA {build.cuda_version} and torch "
-                f"{runtime.torch_version} brings the CUDA {runtime.torch_cuda} runtime: "
-                f"CUDA {ours[0]} libraries cannot run on a CUDA {theirs[0]} runtime"
+                f"wheelops was built with CUDA {built} and torch {runtime.torch_version} "
+                f"brings the CUDA {runtime.torch_cuda} runtime: CUDA {nearest.major} libraries "
+                f"cannot run on a CUDA {theirs[0]} runtime"
             )
-        elif theirs[1] < ours[1]:
+        else:
+            nearest = library
+            ours = (
+                f"CUDA {library.cuda_version} (needs the {library.major}.x runtime, "
+                f">= {library.cuda_version})"
+            )
+            if theirs[1] >= version_tuple(library.cuda_version)[1]:
+                return Finding("CUDA", Status.OK, ours, here,
+                               f"the CUDA runtime matches the CUDA {library.cuda_version} "
+                               "library")  # fmt: skip
             message = (
-                f"wheelops was built with CUDA {build.cuda_version}, newer than the CUDA "
+                f"wheelops was built with CUDA {library.cuda_version}, newer than the CUDA "
                 f"{runtime.torch_cuda} runtime of torch {runtime.torch_version}, which may "
                 "lack functions the build calls"
             )
-        else:
-            return Finding("CUDA", Status.OK, *sides, "the CUDA runtime matches the build")
         # Both directions where both exist, the one that keeps the user's torch first.
-        change_torch = self.matrix.torch_install_command(build.variant, build.stable_abi_floor)
+        change_torch = self.change_torch(build, nearest)
         fitting = self.matrix.variants_for_torch_cuda(runtime.torch_cuda)
         if fitting:
             message += (
                 f". Fix: install the {fitting[0].name} variant of wheelops, or keep this "
-                f"wheelops and install a torch built with CUDA {build.cuda_version}"
+                f"wheelops and install a torch built with CUDA {nearest.cuda_version}"
             )
             fix: tuple[str, ...] = (self.matrix.install_command(fitting[0].name), change_torch)
         else:
             message += (
                 f". No wheelops variant is built for CUDA {runtime.torch_cuda}: keep this "
-                f"wheelops and install a torch built with CUDA {build.cuda_version}"
+                f"wheelops and install a torch built with CUDA {nearest.cuda_version}"
             )
             fix = (change_torch,)
-        return Finding("CUDA", Status.FATAL, *sides, message, fix)
+        return Finding("CUDA", Status.FATAL, ours, here, message, fix)
 
     def platform(self, build: BuildInfo) -> Finding:
         built_for = build.platform.split("_", 1)[-1] if "_" in build.platform else build.platform
@@ -391,7 +451,7 @@ class _Rules:
 
     def library_file(self, build: BuildInfo, file: LibraryFile) -> Finding:
         """A library file the loader must not be handed (missing, truncated, foreign)."""
-        role = ROLES[file.role]
+        role = role_name(file.role)
         problem = file.problem or f"{file.path} does not exist"
         message = f"the wheelops {role} library cannot be loaded: {problem}"
         fix: tuple[str, ...] = (self.matrix.install_command(build.variant),)
@@ -432,7 +492,7 @@ class _Rules:
         elif cause in ("torch-abi", "cuda-major", "cuda-minor"):
             fix = self.variant_fix(build.stable_abi_floor)
         return Finding(
-            f"load {ROLES[role]} library",
+            f"load {role_name(role)} library",
             Status.FATAL,
             f"wheelops {build.wheelops_version} ({build.variant}, torch {build.torch_version})",
             self.runtime.describe_torch(),
@@ -443,9 +503,12 @@ class _Rules:
     def accepted(self, build: BuildInfo, role: str) -> str:
         if role == "cpu":
             return f"op schemas and CPU kernels; loads with torch >= {build.stable_abi_floor}"
+        library = self.chosen_cuda(build)
+        assert library is not None
         return (
-            f"CUDA {build.cuda_version} kernels, torch brings the CUDA {self.runtime.torch_cuda} "
-            f"runtime (same major, minor not older); {describe(build.sass_archs, build.ptx_archs)}"
+            f"CUDA {library.cuda_version} kernels, torch brings the CUDA "
+            f"{self.runtime.torch_cuda} runtime (same major, minor not older); "
+            f"{describe(library.sass_archs, library.ptx_archs)}"
         )
 
     def driver(self, torch_cuda: str, driver: str | None) -> Finding:
@@ -465,10 +528,3 @@ class _Rules:
                 "on Linux)",
             )  # fmt: skip
         return Finding("CUDA driver", Status.OK, wanted, f"driver for CUDA {driver}", "ok")
-
-
-def library_file(role: str, path: Path | None, pattern: str, problem: str | None) -> LibraryFile:
-    """The LibraryFile for a search: `path` found (with its header problem), or not."""
-    if path is None:
-        return LibraryFile(role, pattern, exists=False)
-    return LibraryFile(role, str(path), exists=True, problem=problem)
