@@ -3,6 +3,7 @@
     python -m build_tools.matrix github        # build= / test= lines for $GITHUB_OUTPUT
     python -m build_tools.matrix docker-args cu126 x86_64
     python -m build_tools.matrix image cu126 x86_64
+    python -m build_tools.matrix pypi-variant  # universal
 
 The model is wheelops/_compat/matrix.py, the only reader of matrix.json; nothing
 else lists variants, toolkits, images or torch versions: nox reads this module,
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m build_tools.matrix", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("github", help="job matrices as name=<json> lines for $GITHUB_OUTPUT")
+    sub.add_parser("pypi-variant", help="the variant whose wheels PyPI gets, unlabelled")
     for name in ("docker-args", "image"):
         p = sub.add_parser(name)
         p.add_argument("variant")
@@ -102,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "github":
         for name, rows in github_matrices(matrix).items():
             print(f"{name}={json.dumps({'include': rows}, separators=(',', ':'))}")
+    elif args.command == "pypi-variant":
+        print(matrix.pypi_variant)
     elif args.command == "docker-args":
         for key, value in docker_build_args(matrix, args.variant, args.platform).items():
             print(f"--build-arg={key}={value}")

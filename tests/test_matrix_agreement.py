@@ -163,3 +163,9 @@ def test_one_model_is_the_only_reader_of_the_matrix():
         if any(s.endswith("matrix.json") and " " not in s for s in _code_strings(p))
     }
     assert readers == {"wheelops/_compat/matrix.py"}
+
+
+def test_workflows_and_images_read_the_matrix_through_the_model():
+    for path in [*WORKFLOWS.glob("*.yml"), REPO / "docker" / "Dockerfile"]:
+        code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
+        assert "matrix.json" not in code, f"{path.name} reads matrix.json itself"
