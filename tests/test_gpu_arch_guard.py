@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROBE = """
 import json, torch, wheelops.jit
 info = wheelops.jit.load()
-assert info.cuda_arch_list == {spec!r}, info.cuda_arch_list
+assert info.cuda_libraries[0].arch_list == {spec!r}, info.cuda_libraries
 import wheelops
 x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
 def report(label, call):
@@ -104,13 +104,9 @@ def test_ptx_for_an_older_arch_runs_through_the_driver_jit(hopper_or_newer, tmp_
 
 def test_cpu_variant_explains_itself_at_the_first_cuda_tensor(tmp_path):
     package = installed_copy(tmp_path)
-    (package / "_ops_cuda.abi3.so").unlink(missing_ok=True)
-    facts = read_facts(package)
-    cpu_facts = {"cuda_version": None, "nvcc_version": None, "cuda_arch_list": None}
-    libraries = {"cpu": "_ops_cpu.abi3.so", "cuda": None}
-    write_facts(
-        package, {**facts, **cpu_facts, "sass_archs": [], "ptx_archs": [], "libraries": libraries}
-    )
+    for library in package.glob("_ops_cuda*.so"):
+        library.unlink()
+    write_facts(package, {**read_facts(package), "cuda_libraries": [], "built_as": "cpu"})
     code = (
         "import torch, wheelops\n"
         "print(wheelops.add(torch.ones(2), torch.ones(2)).tolist())\n"

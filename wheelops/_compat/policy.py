@@ -505,11 +505,14 @@ class _Rules:
             return f"op schemas and CPU kernels; loads with torch >= {build.stable_abi_floor}"
         library = self.chosen_cuda(build)
         assert library is not None
-        return (
-            f"CUDA {library.cuda_version} kernels, torch brings the CUDA "
-            f"{self.runtime.torch_cuda} runtime (same major, minor not older); "
-            f"{describe(library.sass_archs, library.ptx_archs)}"
+        why = (
+            f"WHEELOPS_CUDA_LIBRARY={self.cuda_override} (an expert's override)"
+            if self.cuda_override
+            else f"torch brings the CUDA {self.runtime.torch_cuda} runtime (same major, "
+            "minor not older)"
         )
+        archs = describe(library.sass_archs, library.ptx_archs)
+        return f"CUDA {library.cuda_version} kernels, {why}; {archs}"
 
     def driver(self, torch_cuda: str, driver: str | None) -> Finding:
         needed = version_tuple(torch_cuda)[0]
