@@ -377,22 +377,24 @@ def _run_row(
     repaired = _repair(session, variant)
     build_row.wheel, build_row.size_mb = repaired.name, repaired.stat().st_size / 2**20
     build_row.result = "ok: repaired and checked"
-    with tempfile.TemporaryDirectory() as scratch:
-        for number, torch in enumerate(torches, start=3):
-            step(number, f"test_wheel: the suite under torch {torch} in a fresh venv")
-            row = RowResult(f"{variant} test torch {torch}", repaired.name, build_row.size_mb)
-            rows.append(row)
-            _test_wheel(session, variant, torch, _new_venv(session, Path(scratch) / torch))
-            row.result = "ok: suite passed"
-        step(steps, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")
-        # From every repaired wheel: rows run earlier stay served.
-        session.run("python", "-m", "build_tools.index", str(REPAIRED), "--out", str(SITE))
-        row = RowResult(f"{variant} pip install from index", repaired.name, build_row.size_mb)
+    # A venv per cell, deleted when the cell is done: a CUDA torch with its libraries
+    # takes 5-7 GB, and a row holds up to four.
+    for number, torch in enumerate(torches, start=3):
+        step(number, f"test_wheel: the suite under torch {torch} in a fresh venv")
+        row = RowResult(f"{variant} test torch {torch}", repaired.name, build_row.size_mb)
         rows.append(row)
-        _install_from_index(
-            session, variant, spec.smoke_torch, _new_venv(session, Path(scratch) / "index")
-        )
-        row.result = "ok: installed, imported, ran wheelops.add"
+        with tempfile.TemporaryDirectory() as scratch:
+            _test_wheel(session, variant, torch, _new_venv(session, Path(scratch) / "venv"))
+        row.result = "ok: suite passed"
+    step(steps, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")
+    # From every repaired wheel: rows run earlier stay served.
+    session.run("python", "-m", "build_tools.index", str(REPAIRED), "--out", str(SITE))
+    row = RowResult(f"{variant} pip install from index", repaired.name, build_row.size_mb)
+    rows.append(row)
+    with tempfile.TemporaryDirectory() as scratch:
+        venv = _new_venv(session, Path(scratch) / "venv")
+        _install_from_index(session, variant, spec.smoke_torch, venv)
+    row.result = "ok: installed, imported, ran wheelops.add (pip and uv)"
     session.log(f"[{variant}] row done in {time.monotonic() - started:.0f} s")
 
 

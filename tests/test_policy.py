@@ -392,3 +392,6 @@ def test_the_experts_override_picks_the_cuda_12_library_and_says_so():
     assert finding.status is Status.DEGRADED and "WHEELOPS_CUDA_LIBRARY=12" in finding.message
     report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override=11)
     assert report.exit_status == 1 and "has CUDA 12.4, 13.0 only" in report.finding("CUDA").message
+    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override="twelve")
+    assert report.exit_status == 1 and "is not a CUDA major" in report.finding("CUDA").message
+    assert report.finding("CUDA").fix == ("unset WHEELOPS_CUDA_LIBRARY",)

@@ -31,10 +31,9 @@ def _ops_table() -> list[dict[str, Any]]:
 
 def collect(version: str) -> dict[str, Any]:
     gpus = visible_gpus()
-    cuda_torch = this_process().torch_kind == "cuda"
-    report = loader.report_with_devices(gpus, cuda_driver_version() if cuda_torch else None)
+    driver = cuda_driver_version() if this_process().torch_kind == "cuda" else None
+    report = loader.report_with_devices(gpus, driver)
     build = report.build if isinstance(report.build, BuildInfo) else None
-    driver = report.finding("CUDA driver")
     state = loader.state()
     return {
         "wheelops": {
@@ -48,9 +47,7 @@ def collect(version: str) -> dict[str, Any]:
         "runtime": {
             **report.runtime.to_dict(),
             "glibc": glibc_version(),
-            "cuda_driver": driver.runtime.removeprefix("driver for CUDA ")
-            if driver and driver.status is Status.OK
-            else None,
+            "cuda_driver": driver,
         },
         "libraries": [c.to_dict() for c in report.candidates],
         "findings": [f.to_dict() for f in report.findings],

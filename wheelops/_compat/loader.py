@@ -56,14 +56,13 @@ def guard_enabled() -> bool:
     return os.environ.get(SKIP_ENV, "") not in ("1", "true", "yes")
 
 
-def cuda_override() -> int | None:
-    """WHEELOPS_CUDA_LIBRARY=12: load the CUDA 12 library whatever torch's CUDA (experts)."""
+def cuda_override() -> int | str | None:
+    """WHEELOPS_CUDA_LIBRARY=12: load the CUDA 12 library whatever torch's CUDA (experts).
+    A value that is not a CUDA major is passed on as text, for the policy to refuse."""
     value = os.environ.get(CUDA_LIBRARY_ENV, "").strip()
     if not value:
         return None
-    if not value.isdigit():
-        raise CompatibilityError(f"{CUDA_LIBRARY_ENV}={value!r}: give a CUDA major, e.g. 12")
-    return int(value)
+    return int(value) if value.isdigit() else value
 
 
 def imported_by_doctor() -> bool:

@@ -122,7 +122,7 @@ def evaluate(
     files: Sequence[LibraryFile] = (),
     driver: str | None = None,
     guard: bool = True,
-    cuda_override: int | None = None,
+    cuda_override: int | str | None = None,
 ) -> Report:
     """Decide which libraries load and report every finding.
 
@@ -131,7 +131,7 @@ def evaluate(
     driver is not judged either. `load_failures`: what the loader said when it tried
     (role -> failure). `guard` False (WHEELOPS_SKIP_GUARD=1): checks before the load
     are reported but do not stop it. `cuda_override` (WHEELOPS_CUDA_LIBRARY): the CUDA
-    major whose library an expert wants loaded, whatever torch's CUDA.
+    major whose library an expert wants loaded, whatever torch's CUDA (text: not a major).
     """
     rules = _Rules(matrix, runtime, cuda_override)
     if isinstance(build, UnreadableBuildInfo):
@@ -243,12 +243,14 @@ def _torch_label(torch_version: str) -> str | None:
 class _Rules:
     matrix: Matrix
     runtime: RuntimeFacts
-    cuda_override: int | None = None
+    cuda_override: int | str | None = None
 
     def chosen_cuda(self, build: BuildInfo) -> CudaLibraryInfo | None:
         """The CUDA library to load: the one of torch's CUDA major (or the override's);
         None under a torch that is not a CUDA build, or where the build has none."""
         if self.runtime.torch_kind != "cuda" or not build.cuda_libraries:
+            return None
+        if isinstance(self.cuda_override, str):
             return None
         assert self.runtime.torch_cuda is not None
         major = self.cuda_override or version_tuple(self.runtime.torch_cuda)[0]
@@ -382,6 +384,12 @@ class _Rules:
         library = self.chosen_cuda(build)
         built = ", ".join(lib.cuda_version for lib in build.cuda_libraries)
         here = f"CUDA {runtime.torch_cuda} (torch {runtime.torch_version})"
+        if isinstance(self.cuda_override, str):
+            return Finding(
+                "CUDA", Status.FATAL, f"CUDA {built}", here,
+                f"WHEELOPS_CUDA_LIBRARY={self.cuda_override!r} is not a CUDA major (e.g. 12)",
+                ("unset WHEELOPS_CUDA_LIBRARY",),
+            )  # fmt: skip
         if self.cuda_override is not None:
             if library is None:
                 return Finding(
