@@ -4,7 +4,8 @@
 #
 #   tools/gpu_tests.sh [path/to/wheelops-*.whl] [pytest args...]
 #
-# The wheel defaults to dist/repaired/cu130/ (else dist/cu130/). It is installed (without
+# The wheel defaults to the first in dist/repaired/{universal,cu130}/, then
+# dist/{universal,cu130}/. It is installed (without
 # dependencies) into a temporary directory, never over the machine's packages.
 # Dev-mode tests build from this checkout with the machine's CUDA toolkit: the
 # PyPI one next to torch, or CUDA_HOME (set here to /usr/local/cuda if unset
@@ -19,10 +20,10 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 wheel="${1:-}"
 [[ $# -gt 0 ]] && shift
 if [[ -z "$wheel" ]]; then
-  for candidate in "$repo"/dist/repaired/cu130/wheelops-*.whl "$repo"/dist/cu130/wheelops-*.whl; do
+  for candidate in "$repo"/dist/{repaired/,}{universal,cu130}/wheelops-*.whl; do
     if [[ -f "$candidate" ]]; then wheel="$candidate"; break; fi
   done
-  [[ -n "$wheel" ]] || { echo "no wheel given and none in dist/repaired/cu130 or dist/cu130" >&2; exit 2; }
+  [[ -n "$wheel" ]] || { echo "no wheel given and none in dist/{repaired/,}{universal,cu130}" >&2; exit 2; }
 fi
 site="$(mktemp -d)"
 python3 -m pip install --quiet --no-deps --no-index --no-compile --target "$site" "$wheel"
