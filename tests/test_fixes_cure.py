@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,7 @@ class Venv:
 
     def command(self, variant: str) -> str:
         """The guard's own reinstall command for `variant`, against these indexes."""
-        command = "pip install --force-reinstall --no-deps wheelops"
-        return command if variant == PYPI else f"{command} --index-url {self.index_url}/{variant}"
+        return replace(matrix(), index_url=self.index_url).install_command(variant)
 
     def variant_of(self, command: str) -> str | None:
         """The variant a printed command installs, if it installs wheelops from us."""

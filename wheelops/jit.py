@@ -149,8 +149,10 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     info = read_build_info(build_facts.write(facts, cache))
     if not isinstance(info, BuildInfo):
         raise RuntimeError(f"wheelops.jit wrote build facts it cannot read: {info.state}")
-    majors = {lib.major: cuda_path for lib in info.cuda_libraries if cuda_path}
-    loader.load_libraries(info, Path(cpu_path), majors)
+    assert cuda_path is not None or not info.cuda_libraries
+    loader.load_libraries(
+        info, Path(cpu_path), {lib.major: cuda_path for lib in info.cuda_libraries}
+    )
     from wheelops.ops import register_python_kernels
 
     register_python_kernels()

@@ -153,21 +153,7 @@ class Matrix:
 def load(path: Path = MATRIX_FILE) -> Matrix:
     data = json.loads(path.read_text())
     variants = tuple(
-        Variant(
-            name=name,
-            cuda=spec["cuda"],
-            toolkit=spec["toolkit"],
-            toolkit_source=spec["toolkit_source"],
-            arch_list=spec["arch_list"],
-            host_compiler=spec["host_compiler"],
-            build_torch=spec["build_torch"],
-            torch=tuple(spec["torch"]),
-            smoke_torch=spec["smoke_torch"],
-            platforms=tuple(spec["platforms"]),
-            parts=tuple(spec.get("parts", ())),
-            quick_torch=tuple(spec.get("quick_torch", ())),
-            index=spec.get("index", True),
-        )
+        Variant(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
         for name, spec in data["variants"].items()
     )
     for v in variants:  # the name <-> CUDA convention holds for every single-CUDA row

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .archs import describe, kernel_for
@@ -41,14 +41,7 @@ class Finding:
     fix: tuple[str, ...] = ()  # commands, each a cure; the one that keeps torch first
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "status": str(self.status),
-            "build": self.build,
-            "runtime": self.runtime,
-            "message": self.message,
-            "fix": list(self.fix),
-        }
+        return {**asdict(self), "status": str(self.status), "fix": list(self.fix)}
 
 
 @dataclass(frozen=True)
@@ -142,38 +135,37 @@ def evaluate(
     if not guard:
         before_load = [_not_enforced(f) for f in before_load]
     chosen = rules.chosen_cuda(build)
-    wanted = [f for f in files if f.role in ("cpu", chosen and cuda_role(chosen))]
+    wanted = {"cpu", *([cuda_role(chosen)] if chosen else [])}
     # A broken file is never handed to the loader, guard or not: a truncated one can
     # kill the process (SIGBUS) while it is mapped.
     findings = before_load + [
-        rules.library_file(build, f) for f in wanted if f.problem or not f.exists
+        rules.library_file(build, f)
+        for f in files
+        if f.role in wanted and (f.problem or not f.exists)
     ]
     stop = next((f for f in findings if f.status is Status.FATAL), None)
-    candidates = [
-        Candidate(f.role, f.path, False, f"not loaded: {rules.not_chosen(build, f.role)}")
-        for f in files
-        if f not in wanted
-    ]
     failures = dict(load_failures or {})
-    for file in wanted:
-        if stop is not None:
+    candidates = []
+    for file in files:  # the CPU library first: a CUDA library needs its schemas
+        if file.role not in wanted:
+            reason = f"not loaded: {rules.not_chosen(build)}"
+        elif stop is not None:
             reason = f"not loaded: the {stop.check} check refuses this install"
-            candidates.append(Candidate(file.role, file.path, False, reason))
-            continue
-        failure = failures.get(file.role)
-        if failure is not None:
-            stop = rules.load_failure(build, file.role, failure)
+        elif file.role in failures:
+            stop = rules.load_failure(build, file.role, failures[file.role])
             findings.append(stop)
-            candidates.append(Candidate(file.role, file.path, False, stop.message))
+            reason = stop.message
+        else:
+            reason = rules.accepted(build, file.role)
+            candidates.append(Candidate(file.role, file.path, True, reason))
             continue
-        candidates.append(Candidate(file.role, file.path, True, rules.accepted(build, file.role)))
+        candidates.append(Candidate(file.role, file.path, False, reason))
     if gpus is not None and runtime.torch_kind == "cuda":
         assert runtime.torch_cuda is not None
         findings.append(rules.driver(runtime.torch_cuda, driver))
     if gpus is not None and chosen is not None:
         findings += [gpu_finding(build, chosen, runtime, matrix, gpu) for gpu in gpus]
-    in_file_order = sorted(candidates, key=lambda c: [f.role for f in files].index(c.role))
-    return Report(build, runtime, tuple(in_file_order), tuple(findings))
+    return Report(build, runtime, tuple(candidates), tuple(findings))
 
 
 def _not_enforced(finding: Finding) -> Finding:
@@ -256,7 +248,7 @@ class _Rules:
         major = self.cuda_override or version_tuple(self.runtime.torch_cuda)[0]
         return build.cuda_library(major)
 
-    def not_chosen(self, build: BuildInfo, role: str) -> str:
+    def not_chosen(self, build: BuildInfo) -> str:
         if self.runtime.torch_kind != "cuda":
             return self.torch_build(build).message
         return (
