@@ -5,6 +5,7 @@
     nox -s "test_wheel(variant=..., torch=...)"    the suite against that wheel (nox -l)
     nox -s index                                    site/whl/<variant>/ from the wheels
     nox -s e2e -- VARIANT... [--quick]              a whole row, source to pip install
+    nox -s deploy -- [VARIANT...]                   examples/deploy: export, AOTI, C++
     nox -s lint static                              ruff; Dockerfile/workflow/packaging checks
 
 Variants, toolkits, arch lists, images and torch versions come from
@@ -66,7 +67,10 @@ TEST_REQUIREMENTS = [
     "hypothesis>=6.100",
     "ninja",
     "setuptools>=77",
+    "cmake",  # test_cmake_config configures projects with find_package(wheelops)
 ]
+# The deploy example: CMake and Ninja from PyPI; LibTorch is the installed torch's.
+DEPLOY_REQUIREMENTS = ["cmake", "ninja"]
 UV = "uv==0.13.9"
 QUICK_ARCH_LIST = "9.0"  # --quick compiles one arch: compile and link errors surface, fast
 STATIC_TOOLS = [
@@ -416,6 +420,39 @@ def e2e(session: nox.Session) -> None:
     session.log("matrix run:\n" + _table(rows))
     if failed:
         session.error(f"e2e failed: {failed}")
+
+
+# ---------------------------------------------------------------- deploy
+
+
+@nox.session
+def deploy(session: nox.Session) -> None:
+    """examples/deploy end to end from a variant's repaired wheel (built and repaired first
+    where dist/repaired has none), under the CPU torch: export and package a model using
+    every op, build the C++ program with find_package(Torch) + find_package(wheelops), run
+    the package from C++ and compare with Python's outputs. On a GPU machine run
+    examples/deploy/run_example.py with --device cuda (README: Deploy)."""
+    args = _variant_args(session, [_local_default_variant()])
+    torch = f"{MATRIX.variant('cpu').smoke_torch}+cpu"
+    for variant in args.variants:
+        try:
+            wheel = _installed_wheel(variant)
+        except FileNotFoundError:
+            _build_wheel(session, variant, args.arch_list)
+            wheel = _repair(session, variant)
+        session.log(f"deploy example: {wheel.name} under torch {torch}")
+        with tempfile.TemporaryDirectory() as scratch:
+            venv = _new_venv(session, Path(scratch) / "venv")
+            _install_torch(session, venv, "cpu", torch)
+            _pip(session, venv, *DEPLOY_REQUIREMENTS)
+            _pip(session, venv, "--no-deps", str(wheel))
+            with _outside_checkout(session):
+                session.run(
+                    _python(session, venv), str(ROOT / "examples" / "deploy" / "run_example.py"),
+                    str(Path(scratch) / "work"), "--device", "cpu",
+                    env={"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"},
+                    external=True,
+                )  # fmt: skip
 
 
 # ---------------------------------------------------------------- checks

@@ -4,12 +4,21 @@ Ops live in the ``torch.ops.wheelops`` namespace; this package exposes them
 as plain functions (``wheelops.add``, ``wheelops.relu_scale``,
 ``wheelops.bias_gelu``) and modules (``wheelops.nn``). ``build_info()`` says
 how this install was built; ``python -m wheelops`` whether it suits this machine.
+``cmake_prefix_path`` and ``library_paths()`` serve C++ programs (README: Deploy).
 """
 
 from wheelops._compat import loader as _loader
 from wheelops._compat.facts import BuildInfo
-from wheelops._compat.loader import CompatibilityError, UnsupportedGPUError, build_info
+from wheelops._compat.loader import (
+    CompatibilityError,
+    UnsupportedGPUError,
+    build_info,
+    library_paths,
+)
 from wheelops._version import __version__
+
+# For CMake, as torch.utils.cmake_prefix_path: find_package(wheelops) looks under it.
+cmake_prefix_path: str = str(_loader.CMAKE_PREFIX)
 
 _loader.load_installed(strict=not _loader.imported_by_doctor())
 
@@ -25,6 +34,8 @@ __all__ = [
     "UnsupportedGPUError",
     "__version__",
     "build_info",
+    "cmake_prefix_path",
+    "library_paths",
     "nn",
     "ops",
     *ops.__all__,

@@ -55,6 +55,10 @@ def collect(version: str) -> dict[str, Any]:
         "ops": _ops_table() if state.loaded is not None else [],
         "error": str(state.error) if state.error is not None else None,
         "fixes": report.fixes,
+        "cpp": {
+            "cmake_prefix_path": str(loader.CMAKE_PREFIX),
+            "library_paths": loader.library_paths(),
+        },
         "guard": {"enabled": loader.guard_enabled(), "switch": f"{loader.SKIP_ENV}=1"},
     }
 
@@ -147,6 +151,13 @@ def render(report: dict[str, Any]) -> str:
     if report["fixes"]:
         lines += ["", "fix (the first cures what stops wheelops)"]
         lines += [f"  {fix}" for fix in report["fixes"]]
+    cpp = report["cpp"]
+    lines += [
+        "",
+        "C++ programs (README: Deploy)",
+        f"  CMAKE_PREFIX_PATH  {cpp['cmake_prefix_path']}  (find_package(wheelops))",
+    ]
+    lines += [f"  load               {path}" for path in cpp["library_paths"]]
     guard = report["guard"]
     lines += ["", f"guard: {'on' if guard['enabled'] else 'OFF'} ({guard['switch']} turns it off)"]
     return "\n".join(lines)

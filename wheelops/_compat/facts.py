@@ -9,6 +9,7 @@ driver facts, which do, are read only by the doctor and at the first CUDA call.
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import importlib.util
 import json
@@ -114,7 +115,7 @@ def read_build_info(path: Path, checkout: bool = False) -> BuildInfo | Unreadabl
 
 @dataclass(frozen=True)
 class RuntimeFacts:
-    python_version: str
+    python_version: str | None  # None: a C++ program (it links LibTorch, not Python)
     machine: str
     torch_version: str | None  # None: torch is not installed
     torch_cuda: str | None  # the CUDA runtime torch ships (torch.version.cuda)
@@ -178,6 +179,59 @@ def collect() -> RuntimeFacts:
         torch_hip=torch_hip,
         torch_xpu=torch_xpu,
     )
+
+
+def torch_install(root: Path) -> RuntimeFacts:
+    """The facts of a Torch that a C++ program builds against, read from its files without
+    running it: a pip torch's ``version.py`` (``<site-packages>/torch``), else a LibTorch
+    archive's ``build-version`` (``2.10.0+cu128``). Raises ValueError naming what is missing."""
+    version_py, build_version = root / "version.py", root / "build-version"
+    if version_py.is_file():
+        values = _assignments(version_py.read_text())
+        version = values.get("__version__")
+        if not isinstance(version, str):
+            raise ValueError(f"{version_py} names no __version__")
+        cuda, hip, xpu = (values.get(k) for k in ("cuda", "hip", "xpu"))
+    elif build_version.is_file():
+        version = build_version.read_text().strip()
+        cuda, hip, xpu = _label_runtime(version)
+    else:
+        raise ValueError(
+            f"{root} is not a Torch install: it has neither version.py (pip's torch) nor "
+            "build-version (LibTorch)"
+        )
+    return RuntimeFacts(
+        python_version=None,
+        machine=host_machine(),
+        torch_version=version,
+        torch_cuda=cuda if isinstance(cuda, str) else None,
+        torch_hip=hip if isinstance(hip, str) else None,
+        torch_xpu=xpu if isinstance(xpu, str) else None,
+    )
+
+
+def _assignments(source: str) -> dict[str, object]:
+    """`name = constant` and `name: T = constant` of a module, read without running it."""
+    values: dict[str, object] = {}
+    for node in ast.parse(source).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            values[target.id] = value.value
+    return values
+
+
+def _label_runtime(version: str) -> tuple[str | None, str | None, str | None]:
+    """(cuda, hip, xpu) from a LibTorch version's label: +cu128 -> CUDA 12.8."""
+    label = version.partition("+")[2]
+    if label.startswith("cu") and label[2:].isdigit() and len(label) >= 5:
+        digits = label[2:]
+        return f"{digits[:-1]}.{digits[-1]}", None, None
+    if label.startswith("rocm"):
+        return None, label.removeprefix("rocm"), None
+    return None, None, "xpu" if label == "xpu" else None
 
 
 @dataclass(frozen=True)

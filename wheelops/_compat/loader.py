@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import torch
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
+CMAKE_PREFIX = PACKAGE_DIR / "share" / "cmake"  # holds wheelops/wheelopsConfig.cmake
 SKIP_ENV = "WHEELOPS_SKIP_GUARD"
 CUDA_LIBRARY_ENV = "WHEELOPS_CUDA_LIBRARY"  # experts: load the CUDA library of this major
 DOCTOR = "python -m wheelops"
@@ -122,6 +123,14 @@ def loaded() -> Loaded | None:
     return _state.loaded
 
 
+def library_paths() -> list[str]:
+    """The native libraries this process loaded, the CPU one first: what a C++ program
+    using wheelops ops must load too (find_package(wheelops) chooses them for its Torch)."""
+    if _state.loaded is None:
+        return []
+    return [str(p) for p in (_state.loaded.cpu, _state.loaded.cuda) if p is not None]
+
+
 def state() -> _State:
     return _state
 
@@ -143,16 +152,29 @@ def load_installed(strict: bool = True) -> Loaded | None:
 
     `strict=False` records a refusal instead of raising (the doctor).
     """
-    cpu = find_cpu_library(PACKAGE_DIR)
-    checkout = cpu is None and not any(PACKAGE_DIR.glob("_ops_cuda*.so"))
-    build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
+    build, cpu, cuda = installed()
     if isinstance(build, UnreadableBuildInfo) and build.checkout:
         _state.inputs = {"build": build, "files": []}
         return None
+    return load_libraries(build, cpu, cuda, strict=strict)
+
+
+def installed() -> tuple[BuildInfo | UnreadableBuildInfo, Path | None, dict[int, Path]]:
+    """The package's build facts, its CPU library and its CUDA libraries by major (as the
+    facts name them); the facts say `checkout` where no library is built at all."""
+    cpu = find_cpu_library(PACKAGE_DIR)
+    checkout = cpu is None and not any(PACKAGE_DIR.glob("_ops_cuda*.so"))
+    build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
     cuda = {}
     if isinstance(build, BuildInfo):
         cuda = {lib.major: PACKAGE_DIR / lib.file for lib in build.cuda_libraries}
-    return load_libraries(build, cpu, cuda, strict=strict)
+    return build, cpu, cuda
+
+
+def library_files(cpu: Path | None, cuda: dict[int, Path]) -> list[LibraryFile]:
+    """The libraries as found on disk, the CPU one first (a CUDA library needs its schemas)."""
+    files = [_library_file("cpu", cpu, PACKAGE_DIR / "_ops_cpu*.so")]
+    return files + [_library_file(f"cuda{m}", path, path) for m, path in sorted(cuda.items())]
 
 
 def load_libraries(
@@ -166,8 +188,7 @@ def load_libraries(
     (wheelops.ops.register_python_kernels) once they load."""
     if _state.loaded is not None:
         raise RuntimeError(f"wheelops native libraries are already loaded from {_state.loaded.cpu}")
-    files = [_library_file("cpu", cpu, PACKAGE_DIR / "_ops_cpu*.so")]
-    files += [_library_file(f"cuda{major}", path, path) for major, path in sorted(cuda.items())]
+    files = library_files(cpu, cuda)
     failures: dict[str, LoadFailure] = {}
     _state.inputs = {"build": build, "files": files, "load_failures": failures,
                      "guard": guard_enabled(), "cuda_override": cuda_override()}  # fmt: skip
@@ -227,16 +248,17 @@ def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo, role: str) -> Lo
     return None
 
 
+def finding_lines(finding: Finding) -> list[str]:
+    """A finding as the errors print it: the cause, both sides, the fixes."""
+    lines = [f"{finding.check}: {finding.message}", f"  build: {finding.build}",
+             f"  here:  {finding.runtime}"]  # fmt: skip
+    return lines + [f"  {'fix:' if i == 0 else 'or: '}   {c}" for i, c in enumerate(finding.fix)]
+
+
 def format_findings(headline: str, findings: list[Finding]) -> str:
     lines = [headline]
     for finding in findings:
-        lines += [
-            "",
-            f"{finding.check}: {finding.message}",
-            f"  build: {finding.build}",
-            f"  here:  {finding.runtime}",
-        ]
-        lines += [f"  {'fix:' if i == 0 else 'or: '}   {c}" for i, c in enumerate(finding.fix)]
+        lines += ["", *finding_lines(finding)]
     lines += [
         "",
         f"`{DOCTOR}` prints the whole report. {SKIP_ENV}=1 skips these checks (for experts: "

@@ -303,6 +303,9 @@ class _Rules:
 
     def python(self, build: BuildInfo) -> Finding:
         floor, here = build.python_floor, self.runtime.python_version
+        if here is None:
+            return Finding("Python", Status.OK, f">= {floor}", "none (a C++ program)",
+                           "a C++ program loads the libraries without Python")  # fmt: skip
         if version_tuple(here) >= version_tuple(floor):
             return Finding("Python", Status.OK, f">= {floor}", here,
                            f"Python {here} is supported (>= {floor})")  # fmt: skip

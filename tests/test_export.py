@@ -1,0 +1,158 @@
+"""torch.export and AOTInductor over every op (issue #18).
+
+Each op exports strict and non-strict with a dynamic batch size and stays one
+wheelops node in the graph; the exported program gives the op's own answer at
+another batch size, and eager PyTorch's within tolerance. Saved programs and AOTI
+packages load in a fresh process that imports wheelops; in one that does not,
+torch's own error names the op (README troubleshooting quotes it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from _helpers import DEVICES
+from _op_catalog import BY_NAME, NAMES, OpCase, outputs
+
+import wheelops
+
+
+class TensorArgs(torch.nn.Module):
+    """Calls an op with its tensor arguments as the program's inputs; the others fixed."""
+
+    def __init__(self, case: OpCase, args: tuple) -> None:
+        super().__init__()
+        self.case, self.args = case, args
+
+    def forward(self, *tensors: torch.Tensor):
+        given = iter(tensors)
+        return self.case.run(*(next(given) if is_tensor(a) else a for a in self.args))
+
+
+def is_tensor(value: object) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def tensors_of(args: tuple) -> tuple[torch.Tensor, ...]:
+    return tuple(a for a in args if is_tensor(a))
+
+
+def export(case: OpCase, device: str, strict: bool, rows: int = 6):
+    """The op exported with its batch (first) dimension dynamic."""
+    args = case.inputs(rows, 16, device=device)
+    batch = torch.export.Dim("batch", min=2)
+    dynamic = tuple({0: batch} if t.dim() >= 2 and t.shape[0] == rows else None
+                    for t in tensors_of(args))  # fmt: skip
+    return torch.export.export(
+        TensorArgs(case, args), tensors_of(args), dynamic_shapes=(dynamic,), strict=strict
+    )
+
+
+def wheelops_targets(program) -> set[str]:
+    return {
+        node.target.name()
+        for node in program.graph.nodes
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+        and node.target.namespace == "wheelops"
+    }  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strict", [False, True], ids=["non_strict", "strict"])
+@pytest.mark.parametrize("name", NAMES)
+def test_export_keeps_the_op_and_its_answer(name, strict, device):
+    case = BY_NAME[name]
+    program = export(case, device, strict)
+    # lltm is a matmul (aten) plus its fused gates kernel.
+    assert wheelops_targets(program) == {f"wheelops::{'lltm_gates' if name == 'lltm' else name}"}
+    args = case.inputs(9, 16, device=device, seed=1)  # another batch size than traced
+    got = outputs(program.module()(*tensors_of(args)))
+    torch.testing.assert_close(got, outputs(case.run(*args)), rtol=0, atol=0)
+    eager = outputs(case.eager(*args))
+    for ours, theirs in zip(got, eager, strict=True):
+        if ours.is_floating_point():
+            torch.testing.assert_close(ours, theirs.to(ours.dtype), atol=2e-5, rtol=2e-5)
+        else:
+            torch.testing.assert_close(ours, theirs)
+
+
+def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_saved_programs_load_in_a_fresh_process(tmp_path, device):
+    for name in NAMES:
+        case = BY_NAME[name]
+        torch.export.save(export(case, device, strict=False), tmp_path / f"{name}.pt2")
+        args = tensors_of(case.inputs(5, 16, device=device, seed=2))
+        torch.save((args, outputs(case.run(*case.inputs(5, 16, device=device, seed=2)))),
+                   tmp_path / f"{name}.pt")  # fmt: skip
+    done = _run_python(
+        f"""
+        import torch, wheelops
+        for name in {NAMES!r}:
+            program = torch.export.load(f"{{name}}.pt2")
+            args, expected = torch.load(f"{{name}}.pt")
+            got = program.module()(*args)
+            got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+            torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        print("all loaded")
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0 and "all loaded" in done.stdout, done.stderr[-3000:]
+
+
+def test_saved_program_without_wheelops_imported_names_the_op(tmp_path):
+    """torch.export.load leaves no room for wheelops' own words: it logs and raises its own.
+    README troubleshooting quotes this text; if torch rewords it, update both."""
+    torch.export.save(export(BY_NAME["add"], "cpu", strict=False), tmp_path / "add.pt2")
+    done = _run_python('import torch; torch.export.load("add.pt2")', tmp_path)
+    assert done.returncode != 0
+    assert "We failed to resolve torch.ops.wheelops.add.default to an operator" in done.stderr
+    assert "Please import the custom op to register it before deserializing" in done.stderr
+
+
+class SmallModel(torch.nn.Module):
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.norm = wheelops.nn.LayerNorm(features)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return wheelops.softmax(self.norm(wheelops.add(x, y)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_aoti_package_runs_in_a_fresh_process(tmp_path, device):
+    model = SmallModel(32).to(device).eval()
+    args = (torch.randn(4, 32, device=device), torch.randn(4, 32, device=device))
+    with torch.no_grad():
+        expected = model(*args)
+        package = torch._inductor.aoti_compile_and_package(
+            torch.export.export(model, args), package_path=str(tmp_path / "model.pt2")
+        )
+    torch.save((args, expected), tmp_path / "io.pt")
+    run = """
+        import torch{extra}
+        args, expected = torch.load("io.pt")
+        runner = torch._inductor.aoti_load_package("model.pt2")
+        torch.testing.assert_close(runner(*args), expected)
+        print("package ran")
+        """
+    done = _run_python(run.format(extra=", wheelops"), tmp_path)
+    assert done.returncode == 0 and "package ran" in done.stdout, done.stderr[-3000:]
+    assert Path(package).is_file()
+    # Without wheelops loaded, LibTorch's loader names the first wheelops op it misses.
+    done = _run_python(run.format(extra=""), tmp_path)
+    assert done.returncode != 0
+    assert "Could not find schema for wheelops::" in done.stderr, done.stderr[-3000:]

@@ -1,0 +1,11 @@
+# The installed wheelops's version (wheelops/_version.py): any request up to it is met.
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/../../../_version.py" _wheelops_version_line REGEX "__version__")
+string(REGEX MATCH "[0-9]+(\\.[0-9]+)*" PACKAGE_VERSION "${_wheelops_version_line}")
+if(PACKAGE_FIND_VERSION AND PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+else()
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  if(PACKAGE_FIND_VERSION AND PACKAGE_VERSION VERSION_EQUAL PACKAGE_FIND_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+endif()
