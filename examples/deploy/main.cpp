@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
     }
     std::cout << (all_match ? "C++ outputs equal Python's\n" : "C++ outputs differ from Python's\n");
     return all_match ? 0 : 1;
+  } catch (const c10::Error& err) {
+    std::cerr << "error: " << err.what_without_backtrace() << "\n";
+    return 1;
   } catch (const std::exception& err) {
     std::cerr << "error: " << err.what() << "\n";
     return 1;

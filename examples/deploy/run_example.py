@@ -60,6 +60,9 @@ def main() -> None:
     without = run(program, *files, "--device", args.device, "--without-wheelops", check=False)
     if without.returncode == 0:
         sys.exit("run_package --without-wheelops ran the model: the ops came from elsewhere")
+    if "Could not find schema for wheelops::" not in without.stderr:
+        sys.exit("run_package --without-wheelops failed without naming the wheelops op it "
+                 "missed (README troubleshooting quotes LibTorch's words)")  # fmt: skip
     print("deploy example: C++ ran the package with Python's outputs; without wheelops "
           "loaded it fails as shown above")  # fmt: skip
 
