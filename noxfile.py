@@ -6,6 +6,7 @@
     nox -s index                                    site/whl/<variant>/ from the wheels
     nox -s e2e -- VARIANT... [--quick]              a whole row, source to pip install
     nox -s deploy -- [VARIANT...]                   examples/deploy: export, AOTI, C++
+    nox -s damage -- [VARIANT...]                   every file of the wheel damaged, 4 ways
     nox -s lint static                              ruff; Dockerfile/workflow/packaging checks
 
 Variants, toolkits, arch lists, images and torch versions come from
@@ -236,8 +237,16 @@ def _installed_wheel(variant: str) -> Path:
     return wheels[0]
 
 
-def _test_wheel(session: nox.Session, variant: str, torch: str, venv: Path) -> None:
-    """Install the repaired wheel (not the source tree) with that torch; run the suite."""
+def _test_wheel(
+    session: nox.Session,
+    variant: str,
+    torch: str,
+    venv: Path,
+    tests: tuple[str, ...] = ("tests",),
+    env: dict[str, str] | None = None,
+) -> None:
+    """Install the repaired wheel (not the source tree) with that torch; run the suite
+    (or the named test files)."""
     _install_torch(session, venv, variant, torch)
     _pip(session, venv, *TEST_REQUIREMENTS)
     _pip(session, venv, "--no-deps", "--force-reinstall", str(_installed_wheel(variant)))
@@ -245,10 +254,11 @@ def _test_wheel(session: nox.Session, variant: str, torch: str, venv: Path) -> N
     # Outside the checkout, so that `import wheelops` cannot find the source tree.
     with _outside_checkout(session):
         session.run(
-            _python(session, venv), "-m", "pytest", str(ROOT / "tests"), "-ra", "-q",
-            "-p", "no:cacheprovider", *(["-m", "not gpu"] if gpu_free else []),
+            _python(session, venv), "-m", "pytest", *(str(ROOT / t) for t in tests), "-ra",
+            "-q", "-p", "no:cacheprovider", *(["-m", "not gpu"] if gpu_free else []),
             # The guard's fix commands are run against an index of these wheels.
-            env={"WHEELOPS_TEST_INSTALLED": "1", "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED)},
+            env={"WHEELOPS_TEST_INSTALLED": "1", "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED),
+                 **(env or {})},
             external=True,
         )  # fmt: skip
 
@@ -453,6 +463,23 @@ def deploy(session: nox.Session) -> None:
                     env={"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"},
                     external=True,
                 )  # fmt: skip
+
+
+# ---------------------------------------------------------------- damage
+
+
+@nox.session
+def damage(session: nox.Session) -> None:
+    """Every file of each variant's repaired wheel deleted, truncated, replaced by random
+    bytes and made unreadable (tests/test_damaged_install.py; the suite runs one file of
+    each kind), under the variant's smoke torch: for a CUDA wheel a CUDA torch, so that
+    its CUDA library is the one import loads."""
+    for variant in _variant_args(session, [_local_default_variant()]).variants:
+        torch = MATRIX.variant(variant).smoke_torch
+        with tempfile.TemporaryDirectory() as scratch:
+            venv = _new_venv(session, Path(scratch) / "venv")
+            _test_wheel(session, variant, torch, venv, ("tests/test_damaged_install.py",),
+                        env={"WHEELOPS_TEST_DAMAGE": "all"})  # fmt: skip
 
 
 # ---------------------------------------------------------------- checks

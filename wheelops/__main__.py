@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 
 from wheelops import __version__
-from wheelops._compat import doctor
+from wheelops._damage import damaged_install
+
+try:
+    from wheelops._compat import doctor
+except Exception as err:  # the doctor's own module is damaged: name it, as import would
+    damage = damaged_install(err)
+    if damage is None:
+        raise
+    raise SystemExit(f"wheelops.DamagedInstallError: {damage}") from err
 
 
 def main(argv: list[str] | None = None) -> int:

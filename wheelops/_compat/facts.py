@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import platform
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,26 @@ def collect() -> RuntimeFacts:
         torch_hip=torch_hip,
         torch_xpu=torch_xpu,
     )
+
+
+def other_installs(package_dir: Path) -> list[str]:
+    """Every other wheelops package on sys.path, described: the one imported shadows them
+    (or, from a source tree in the current directory, shadows an installed wheel)."""
+    found: list[str] = []
+    for entry in sys.path:
+        candidate = Path(entry or ".").resolve() / "wheelops"
+        if candidate == package_dir or not (candidate / "__init__.py").is_file():
+            continue
+        dist_infos = sorted(candidate.parent.glob("wheelops-*.dist-info"))
+        what = (
+            f"installed ({dist_infos[0].name.removesuffix('.dist-info')})"
+            if dist_infos
+            else "no dist-info: a source tree or a copy"
+        )
+        description = f"{candidate} ({what})"
+        if description not in found:
+            found.append(description)
+    return found
 
 
 def torch_install(root: Path) -> RuntimeFacts:

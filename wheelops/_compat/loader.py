@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import elf
+from . import elf, record
 from .dlerror import LoadFailure, classify, dlopen_error
 from .facts import (
     BUILD_INFO_FILE,
@@ -24,6 +24,7 @@ from .facts import (
     CudaLibraryInfo,
     UnreadableBuildInfo,
     gpu,
+    other_installs,
     read_build_info,
     this_process,
 )
@@ -154,7 +155,7 @@ def load_installed(strict: bool = True) -> Loaded | None:
     """
     build, cpu, cuda = installed()
     if isinstance(build, UnreadableBuildInfo) and build.checkout:
-        _state.inputs = {"build": build, "files": []}
+        _state.inputs = {"build": build, "files": [], "other_installs": other_installs(PACKAGE_DIR)}
         return None
     return load_libraries(build, cpu, cuda, strict=strict)
 
@@ -167,13 +168,14 @@ def installed() -> tuple[BuildInfo | UnreadableBuildInfo, Path | None, dict[int,
     build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
     cuda = {}
     if isinstance(build, BuildInfo):
+        cpu = PACKAGE_DIR / build.cpu_library  # the facts name it, found or not
         cuda = {lib.major: PACKAGE_DIR / lib.file for lib in build.cuda_libraries}
     return build, cpu, cuda
 
 
 def library_files(cpu: Path | None, cuda: dict[int, Path]) -> list[LibraryFile]:
     """The libraries as found on disk, the CPU one first (a CUDA library needs its schemas)."""
-    files = [_library_file("cpu", cpu, PACKAGE_DIR / "_ops_cpu*.so")]
+    files = [_library_file("cpu", cpu, cpu or PACKAGE_DIR / "_ops_cpu*.so")]
     return files + [_library_file(f"cuda{m}", path, path) for m, path in sorted(cuda.items())]
 
 
@@ -191,7 +193,8 @@ def load_libraries(
     files = library_files(cpu, cuda)
     failures: dict[str, LoadFailure] = {}
     _state.inputs = {"build": build, "files": files, "load_failures": failures,
-                     "guard": guard_enabled(), "cuda_override": cuda_override()}  # fmt: skip
+                     "guard": guard_enabled(), "cuda_override": cuda_override(),
+                     "other_installs": other_installs(PACKAGE_DIR)}  # fmt: skip
     report = _evaluate()
     for candidate in report.to_load:
         failure = _dlopen(Path(candidate.path), build, candidate.role)
@@ -216,8 +219,9 @@ def _evaluate(**extra: Any) -> Report:
 
 
 def report_with_devices(gpus: list[Any], driver: str | None) -> Report:
-    """The doctor's report: what import decided, plus the driver and every GPU."""
-    return _evaluate(gpus=gpus, driver=driver)
+    """The doctor's report: what import decided, plus the driver, every GPU and the
+    installed files against the wheel's RECORD."""
+    return _evaluate(gpus=gpus, driver=driver, damaged_files=record.damaged_files(PACKAGE_DIR))
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:
@@ -285,11 +289,14 @@ def require(op: str) -> None:
         return
     if _state.error is not None:
         raise RuntimeError(f"wheelops.{op}: wheelops did not load.\n{_state.error}")
+    shadowed = _state.inputs.get("other_installs")
     raise RuntimeError(
         f"wheelops.{op}: the wheelops native libraries are not built. In a source "
         "checkout run `python -m wheelops.jit` (or call wheelops.jit.load()); "
         "otherwise reinstall with `pip install --force-reinstall --no-deps wheelops`."
-    )
+        + (f" Not used, because {PACKAGE_DIR} comes first on sys.path: "
+           + "; ".join(shadowed) if shadowed else "")
+    )  # fmt: skip
 
 
 def require_cuda_kernels(op: str, tensor: torch.Tensor) -> None:

@@ -20,6 +20,7 @@ from .archs import describe, kernel_for
 from .dlerror import LoadFailure
 from .facts import BuildInfo, CudaLibraryInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
 from .matrix import Matrix, variant_name, version_tuple
+from .record import FileDamage
 
 
 class Status(enum.IntEnum):
@@ -116,6 +117,8 @@ def evaluate(
     driver: str | None = None,
     guard: bool = True,
     cuda_override: int | str | None = None,
+    damaged_files: Sequence[FileDamage] | None = None,
+    other_installs: Sequence[str] = (),
 ) -> Report:
     """Decide which libraries load and report every finding.
 
@@ -125,12 +128,20 @@ def evaluate(
     (role -> failure). `guard` False (WHEELOPS_SKIP_GUARD=1): checks before the load
     are reported but do not stop it. `cuda_override` (WHEELOPS_CUDA_LIBRARY): the CUDA
     major whose library an expert wants loaded, whatever torch's CUDA (text: not a major).
+    `damaged_files`: the installed files that differ from the wheel's RECORD (None: not
+    checked; import does not hash files, the doctor does). `other_installs`: the other
+    wheelops packages on sys.path.
     """
     rules = _Rules(matrix, runtime, cuda_override)
+    about_install = []
+    if damaged_files is not None:
+        about_install.append(rules.installed_files(build, damaged_files))
+    if other_installs:
+        about_install.append(rules.other_installs(other_installs))
     if isinstance(build, UnreadableBuildInfo):
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
-        return Report(build, runtime, candidates, (finding,))
+        return Report(build, runtime, candidates, (finding, *about_install))
     before_load = rules.before_load(build)
     if not guard:
         before_load = [_not_enforced(f) for f in before_load]
@@ -165,7 +176,7 @@ def evaluate(
         findings.append(rules.driver(runtime.torch_cuda, driver))
     if gpus is not None and chosen is not None:
         findings += [gpu_finding(build, chosen, runtime, matrix, gpu) for gpu in gpus]
-    return Report(build, runtime, tuple(candidates), tuple(findings))
+    return Report(build, runtime, tuple(candidates), tuple(findings + about_install))
 
 
 def _not_enforced(finding: Finding) -> Finding:
@@ -502,6 +513,36 @@ class _Rules:
             f"{failure.summary}{advice}. The loader said: {failure.raw}",
             fix,
         )
+
+    def installed_files(
+        self, build: BuildInfo | UnreadableBuildInfo, damage: Sequence[FileDamage]
+    ) -> Finding:
+        """Files that differ from the wheel degrade the install even where import works: what
+        they hold is not what was tested."""
+        wanted = "every file as the wheel's RECORD lists it"
+        if not damage:
+            return Finding("installed files", Status.OK, wanted, "all match",
+                           "every installed file matches the wheel's RECORD")  # fmt: skip
+        listed = "; ".join(str(d) for d in damage[:6])
+        more = f"; and {len(damage) - 6} more" if len(damage) > 6 else ""
+        fix = (
+            (self.matrix.install_command(build.variant),)
+            if isinstance(build, BuildInfo)
+            else self.variant_fix("2.10")
+        )
+        return Finding(
+            "installed files", Status.DEGRADED, wanted, f"{len(damage)} differ",
+            f"this wheelops install is damaged: {listed}{more}. Reinstall it", fix,
+        )  # fmt: skip
+
+    def other_installs(self, others: Sequence[str]) -> Finding:
+        return Finding(
+            "other wheelops", Status.DEGRADED, "one wheelops on sys.path",
+            f"{len(others) + 1} on sys.path",
+            f"this process imports wheelops from the first on sys.path; also there, and not "
+            f"used: {'; '.join(others)}. Remove the one you do not want, or run from another "
+            "directory (a source tree in the current directory comes first)",
+        )  # fmt: skip
 
     def accepted(self, build: BuildInfo, role: str) -> str:
         if role == "cpu":

@@ -1,0 +1,201 @@
+"""Damaged installs, systematically (issue #19): every file of the installed wheelops
+deleted, truncated, replaced by random bytes, or made unreadable.
+
+Each case damages one file in a hard-linked copy of the install (the package and its
+dist-info) and runs, in subprocesses, `import wheelops` plus an op, and
+`python -m wheelops --json`. Neither may die of a signal or hang. Import either works or
+raises wheelops' own error (CompatibilityError, DamagedInstallError) naming the file and
+the reinstall command; the doctor agrees (exit 1 exactly when import fails, naming the
+file). Where import works, the doctor names a damaged file that the wheel's RECORD lists.
+
+Python itself runs three files before any wheelops code can: `wheelops/__init__.py`,
+`wheelops/_damage.py` and, for the doctor, `wheelops/__main__.py` (with the doctor's own
+module). Damage there gets Python's own error, which the tests require to be an error and
+not a crash (README troubleshooting lists them).
+
+The full matrix (every file) runs in `nox -s damage`; the suite runs one file of each
+kind (WHEELOPS_TEST_DAMAGE=all selects every file).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import wheelops
+from wheelops._compat.facts import BuildInfo
+from wheelops._compat.matrix import matrix
+
+PACKAGE = Path(wheelops.__file__).resolve().parent
+SITE = PACKAGE.parent
+DIST_INFO = next(iter(sorted(SITE.glob("wheelops-*.dist-info"))), None)  # None: a checkout
+BUILD = wheelops.build_info()
+FIX = matrix().install_command(BUILD.variant)
+# Run by Python before wheelops can check anything: Python's own error is the outcome.
+PYTHON_RUNS_FIRST = {"wheelops/__init__.py", "wheelops/_damage.py"}
+# The doctor's own files: damaged, the doctor cannot report (it names its module, but
+# runpy's error for __main__.py may name nothing), while import works.
+DOCTOR_ONLY = {"wheelops/__main__.py", "wheelops/_compat/doctor.py"}
+DAMAGES = ("deleted", "truncated", "random bytes", "unreadable")
+RUN = (
+    "import torch, wheelops\n"
+    "x = torch.arange(6.0)\n"
+    "assert torch.equal(wheelops.add(x, x), 2 * x)\n"
+    "print('WORKS')\n"
+)
+
+
+def installed_files() -> list[str]:
+    roots = [PACKAGE, *([DIST_INFO] if DIST_INFO else [])]
+    return sorted(
+        str(p.relative_to(SITE))
+        for root in roots
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    )
+
+
+def one_of_each_kind(files: list[str]) -> list[str]:
+    """The suite's sample: each native library, the facts, the matrix, a core module, an op
+    module, a wrapper module, the CMake config, RECORD."""
+
+    def pick(predicate) -> list[str]:
+        return [f for f in files if predicate(f)][:1]
+
+    sample = [f for f in files if f.endswith(".so")]
+    sample += pick(lambda f: f.endswith("_build_info.json"))
+    sample += pick(lambda f: f.endswith("matrix.json"))
+    sample += pick(lambda f: f.endswith("_compat/policy.py"))
+    sample += pick(lambda f: f.startswith("wheelops/ops/") and not f.endswith("__init__.py"))
+    sample += pick(lambda f: f.startswith("wheelops/nn/") and not f.endswith("__init__.py"))
+    sample += pick(lambda f: f.endswith("wheelopsConfig.cmake"))
+    sample += pick(lambda f: f.endswith("/RECORD"))
+    return sample
+
+
+FILES = installed_files()
+CASES = FILES if os.environ.get("WHEELOPS_TEST_DAMAGE") == "all" else one_of_each_kind(FILES)
+
+
+_PR_CAPBSET_DROP = 24
+_DAC_CAPABILITIES = (1, 2)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: root reads anything
+
+
+def _without_dac_override() -> None:
+    """In the child before exec: drop root's permission-bypassing capabilities from the
+    bounding set, so that the executed Python meets a mode-000 file as any user would."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in _DAC_CAPABILITIES:
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def unreadable_runner() -> dict[str, object]:
+    """How a subprocess meets an unreadable file: as root, only without the capabilities
+    that let root read anything."""
+    if os.geteuid() != 0:
+        return {}
+    probe = subprocess.run(["true"], preexec_fn=_without_dac_override, capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("running as root without CAP_SETPCAP: cannot make a file unreadable")
+    return {"preexec_fn": _without_dac_override}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the install, hard-linked from per case (the same file system)."""
+    root = tmp_path_factory.mktemp("pristine")
+    shutil.copytree(PACKAGE, root / "wheelops", ignore=shutil.ignore_patterns("__pycache__"))
+    if DIST_INFO:
+        shutil.copytree(DIST_INFO, root / DIST_INFO.name)
+    return root
+
+
+def damage(site: Path, relative: str, how: str) -> bool:
+    """Damage the file; False where that leaves it as it was (truncating an empty file)."""
+    path = site / relative
+    data = path.read_bytes()
+    if how == "truncated" and not data:
+        return False
+    path.unlink()  # breaks the hard link: the pristine copy stays whole
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "random bytes":
+        path.write_bytes(random.Random(relative).randbytes(max(len(data), 64)))
+    elif how == "unreadable":
+        path.write_bytes(data)
+        path.chmod(0)
+    return True
+
+
+def run(site: Path, args: list[str], how_to_run: dict) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
+    env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(site))
+    done = subprocess.run([sys.executable, *args], cwd=site, env=env, capture_output=True,
+                          text=True, timeout=300, **how_to_run)  # fmt: skip
+    assert done.returncode >= 0, f"killed by signal {-done.returncode}: {done.stderr[-2000:]}"
+    return done
+
+
+def last_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    start = next((i for i in range(len(lines) - 1, -1, -1)
+                  if lines[i].startswith(("wheelops.", "Traceback"))), 0)  # fmt: skip
+    return "\n".join(lines[start:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", DAMAGES)
+@pytest.mark.parametrize("relative", CASES)
+def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative, how):
+    how_to_run = unreadable_runner() if how == "unreadable" else {}
+    site = tmp_path / "site"
+    shutil.copytree(pristine, site, copy_function=os.link)
+    damaged = damage(site, relative, how)
+    path = str(site / relative)
+
+    imported = run(site, ["-c", RUN], how_to_run)
+    doctor = run(site, ["-m", "wheelops", "--json"], how_to_run)
+    said = doctor.stdout + doctor.stderr
+    works = imported.returncode == 0 and "WORKS" in imported.stdout
+
+    if relative in PYTHON_RUNS_FIRST:
+        return  # Python's own error (or a namespace package): no signal, no hang, above
+    if not works:
+        error = last_error(imported.stderr)
+        assert error.startswith(("wheelops.CompatibilityError", "wheelops.DamagedInstallError")), (
+            imported.stderr[-3000:]
+        )
+        assert path in error, error
+        assert FIX in error or "pip install" in error, error
+        assert doctor.returncode == 1, said[-3000:]
+        assert path in said, said[-3000:]
+        return
+    if relative in DOCTOR_ONLY:
+        assert doctor.returncode == 1, said[-3000:]
+        assert path in said or relative == "wheelops/__main__.py", said[-3000:]
+        return
+    assert doctor.returncode == 0, said[-3000:]
+    report = json.loads(doctor.stdout)
+    assert report["exit_status"] == 0
+    if DIST_INFO and not relative.endswith("/RECORD"):  # RECORD lists the others' hashes
+        (files,) = [f for f in report["findings"] if f["check"] == "installed files"]
+        if not damaged:
+            assert files["status"] == "ok", files
+            return
+        assert files["status"] == "degraded" and path in files["message"], files
+        assert files["fix"] == [FIX]
+
+
+def test_the_sample_covers_every_kind():
+    kinds = {Path(f).suffix for f in one_of_each_kind(FILES)}
+    assert {".so", ".json", ".py", ".cmake"} <= kinds
+    assert isinstance(BUILD, BuildInfo)
