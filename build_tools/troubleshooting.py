@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from build_tools.compat import dlerror, facts, matrix, policy
+from build_tools.compat import dlerror, facts, matrix, policy, record
 
 SITE = "/venv/lib/python3.12/site-packages/wheelops"
 CPU_FILE = f"{SITE}/_ops_cpu.abi3.so"
@@ -91,6 +91,8 @@ class Situation:
     driver: str | None = "13.0"
     check: str | None = None  # the finding to show; else the first that is not ok
     cuda_override: int | None = None
+    damaged_files: tuple[Any, ...] | None = None
+    other_installs: tuple[str, ...] = ()
 
 
 AT_IMPORT = [
@@ -213,6 +215,23 @@ IN_THE_REPORT = [
         gpus=(facts.Gpu(0, "NVIDIA H100 80GB HBM3", (9, 0)),),
     ),
 ]
+IN_THE_REPORT += [
+    Situation(
+        "a file of the install differs from the wheel (the doctor reads each back against "
+        "RECORD; import does not)",
+        damaged_files=(
+            record.FileDamage(
+                f"{SITE}/nn/softmax.py", "changed (its sha256 differs from the wheel's RECORD)"
+            ),
+        ),
+        check="installed files",
+    ),
+    Situation(
+        "two wheelops on sys.path: the first is imported",
+        other_installs=(f"{SITE} (installed (wheelops-0.1.0+cu130))",),
+        check="other wheelops",
+    ),
+]
 UNIVERSAL_FILES = (_file("cpu"), _file("cuda12"), _file("cuda13"))
 IN_THE_REPORT.append(
     Situation(
@@ -244,6 +263,8 @@ def finding(situation: Situation) -> Any:
         files=situation.files,
         driver=situation.driver,
         cuda_override=situation.cuda_override,
+        damaged_files=situation.damaged_files,
+        other_installs=situation.other_installs,
     )
     if situation.check:
         return report.finding(situation.check)

@@ -213,3 +213,25 @@ def test_the_printed_fix_cures_it(venv: Venv, broken: dict[str, Path], fault: st
     assert after["wheelops"]["variant"] == variant
     ran = venv.python("-c", RUN_AN_OP)
     assert ran.returncode == 0 and ran.stdout.strip() == "[2.0, 2.0]", ran.stderr[-2000:]
+
+
+def test_the_printed_fix_cures_a_damaged_module(venv: Venv) -> None:
+    """A module overwritten with NUL bytes: import raises DamagedInstallError naming it and
+    the reinstall command, which cures it as printed."""
+    venv.install(BUILD.variant)
+    module = venv.package / "ops" / "add.py"
+    module.write_bytes(b"\0" * 64)
+    imported = venv.python("-c", "import wheelops")
+    assert imported.returncode == 1
+    error = imported.stderr.strip().splitlines()
+    headline = next(line for line in error if line.startswith("wheelops.DamagedInstallError"))
+    assert str(module.resolve()) in headline or str(module) in headline, headline
+    command = headline.split("Reinstall it: ", 1)[1]
+    assert command == venv.command(BUILD.variant)
+    done = venv.run(command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = venv.python("-c", RUN_AN_OP)
+    assert ran.returncode == 0 and ran.stdout.strip() == "[2.0, 2.0]", ran.stderr[-2000:]
+    report = venv.report()
+    (files,) = [f for f in report["findings"] if f["check"] == "installed files"]
+    assert files["status"] == "ok", files

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _helpers import needs_caching_allocator
 
 SETUP = """
 import os, sys, threading
@@ -148,6 +149,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.gpu
+@needs_caching_allocator  # CUDA IPC shares the caching allocator's blocks
 def test_cuda_tensors_shared_with_spawned_processes(tmp_path):
     """torch.multiprocessing shares CUDA tensors by IPC handle: a spawned child runs an op
     on the parent's tensor and writes into the parent's output."""
