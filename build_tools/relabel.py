@@ -35,6 +35,8 @@ def strip_label(source: Path, dest_dir: Path) -> Path:
     records: list[str] = []
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
+            if info.is_dir():  # auditwheel writes folder entries; a RECORD lists files only
+                continue
             name = info.filename.replace(old_info, new_info, 1)
             if name == f"{new_info}/RECORD":
                 continue

@@ -143,8 +143,10 @@ def test_aoti_package_runs_in_a_fresh_process(tmp_path, device):
             torch.export.export(model, args), package_path=str(tmp_path / "model.pt2")
         )
     torch.save((args, expected), tmp_path / "io.pt")
+    # torch 2.10's aoti_load_package uses torch._inductor.codecache without importing it.
     run = """
         import torch{extra}
+        import torch._inductor.codecache
         args, expected = torch.load("io.pt")
         runner = torch._inductor.aoti_load_package("model.pt2")
         torch.testing.assert_close(runner(*args), expected)

@@ -59,6 +59,8 @@ def damaged_files(package_dir: Path) -> list[FileDamage] | None:
         if len(row) < 2 or not row[1].startswith("sha256="):
             continue  # RECORD itself, compiled bytecode: listed without a hash
         path = package_dir.parent / row[0]
+        if row[0].endswith("/") or path.is_dir():
+            continue  # a folder entry some tools write: nothing to hash
         state = _state(path, row[1].removeprefix("sha256="))
         if state:
             damage.append(FileDamage(str(path), state))
