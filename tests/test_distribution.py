@@ -132,6 +132,19 @@ def test_relabel_keeps_the_binary_and_fixes_the_metadata(tmp_path):
             assert digest == f"sha256={expected.decode()}" and int(size) == len(data)
 
 
+def test_regression_relabel_lists_no_folders_in_record(tmp_path):
+    """auditwheel's repaired wheels hold folder entries; relabel once listed each in RECORD
+    with the hash of nothing, and every install from PyPI then had "damaged" folders."""
+    source = make_wheel(tmp_path, "0.1.0+universal")
+    with zipfile.ZipFile(source, "a") as archive:
+        archive.writestr(zipfile.ZipInfo("wheelops/ops/"), b"")
+    target = relabel.strip_label(source, tmp_path / "pypi")
+    with zipfile.ZipFile(target) as archive:
+        assert not [n for n in archive.namelist() if n.endswith("/")]
+        record = archive.read("wheelops-0.1.0.dist-info/RECORD").decode()
+    assert not [line for line in record.splitlines() if line.split(",")[0].endswith("/")]
+
+
 def test_relabel_refuses_a_wheel_without_a_label(tmp_path):
     with pytest.raises(SystemExit, match="no local version label"):
         relabel.strip_label(make_wheel(tmp_path, "0.1.0"), tmp_path / "out")
