@@ -26,6 +26,7 @@ import random
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,34 @@ def test_every_file_of_the_install_is_a_case():
     assert any(f.endswith("_ops_cpu.abi3.so") for f in FILES)
     assert len(sample(FILES)) == 2
     assert isinstance(BUILD, BuildInfo)
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_record_does_not_match_installs_and_the_doctor_names_it(tmp_path):
+    """pip installs a wheel whose files differ from its RECORD without a word (it does not
+    check the hashes); the doctor reads the installed files back and names the one."""
+    wheelhouse = os.environ.get("WHEELOPS_TEST_WHEELHOUSE")
+    pattern = f"wheelops-*+{BUILD.variant}-*.whl"
+    wheels = sorted(Path(wheelhouse).rglob(pattern)) if wheelhouse else []
+    if not wheels:
+        pytest.skip(f"needs the {BUILD.variant} wheel in WHEELOPS_TEST_WHEELHOUSE (nox sets it)")
+    tampered = tmp_path / wheels[0].name
+    with zipfile.ZipFile(wheels[0]) as source, zipfile.ZipFile(tampered, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "wheelops/jit.py":
+                data += b"\n# changed after the wheel was built\n"
+            target.writestr(info, data)
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--target", str(site), str(tampered)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    imported, doctor = run_both(site, {})
+    assert "WORKS" in imported.stdout, imported.stderr[-2000:]
+    assert doctor.returncode == 0, doctor.stderr[-2000:]
+    (files,) = [f for f in json.loads(doctor.stdout)["findings"] if f["check"] == "installed files"]
+    assert files["status"] == "degraded" and files["runtime"] == "1 differ", files
+    assert f"{site / 'wheelops' / 'jit.py'} is changed" in files["message"], files
