@@ -13,8 +13,9 @@ Python itself runs three files before any wheelops code can: `wheelops/__init__.
 module). Damage there gets Python's own error, which the tests require to be an error and
 not a crash (README troubleshooting lists them).
 
-The full matrix (every file) runs in `nox -s damage` (CI); the suite runs two files
-(WHEELOPS_TEST_DAMAGE=all selects every file).
+The full matrix (every file) runs in `nox -s damage` (CI, under a CPU torch); the suite
+runs the libraries its import loads and one op module (WHEELOPS_TEST_DAMAGE=all selects
+every file).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 import pytest
 
 import wheelops
+from wheelops._compat import loader
 from wheelops._compat.facts import BuildInfo
 from wheelops._compat.matrix import matrix
 
@@ -65,9 +67,12 @@ def installed_files() -> list[str]:
 
 
 def sample(files: list[str]) -> list[str]:
-    """The suite's sample (every run of the suite pays for it): the CPU library, which
-    every import loads, and an op module. `nox -s damage` runs every file."""
-    return [f for f in files if f.endswith("_ops_cpu.abi3.so") or f.endswith("/ops/add.py")]
+    """The suite's sample (every run of the suite pays for it): the libraries this import
+    loads (the CPU one, and under a CUDA torch the CUDA one, which nox -s damage, under a
+    CPU torch, never loads) and an op module. `nox -s damage` runs every file."""
+    loaded = loader.loaded()
+    served = {Path(p).name for p in ([loaded.cpu, loaded.cuda] if loaded else []) if p}
+    return [f for f in files if Path(f).name in served or f.endswith("/ops/add.py")]
 
 
 FILES = installed_files()
@@ -192,7 +197,7 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
 def test_every_file_of_the_install_is_a_case():
     assert {"wheelops/__init__.py", "wheelops/_build_info.json"} <= {*FILES}
     assert any(f.endswith("_ops_cpu.abi3.so") for f in FILES)
-    assert len(sample(FILES)) == 2
+    assert len(sample(FILES)) == 3 if loader.loaded().cuda else 2
     assert isinstance(BUILD, BuildInfo)
 
 
