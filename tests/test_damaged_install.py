@@ -168,6 +168,8 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
 
     if relative in PYTHON_RUNS_FIRST:
         return  # Python's own error (or a namespace package): no signal, no hang, above
+    if DIST_INFO is None and relative.endswith(".py") and not works:
+        return  # a source tree: a broken module raises Python's own error, for its developer
     if not works:
         error = last_error(imported.stderr)
         assert error.startswith(("wheelops.CompatibilityError", "wheelops.DamagedInstallError")), (

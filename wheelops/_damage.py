@@ -29,7 +29,10 @@ DamagedInstallError.__module__ = "wheelops"
 
 def damaged_install(err: BaseException) -> DamagedInstallError | None:
     """The error naming what is damaged; None where the wheel's RECORD shows every file
-    intact (then `err` has another cause, and is raised as it is)."""
+    intact, or in a source tree (no RECORD): then `err` has another cause, or is the
+    developer's own, and is raised as it is."""
+    if not any(PACKAGE_DIR.parent.glob("wheelops-*.dist-info")):
+        return None
     culprits = _from_record()
     if culprits == []:
         return None
