@@ -221,7 +221,11 @@ def _evaluate(**extra: Any) -> Report:
 def report_with_devices(gpus: list[Any], driver: str | None) -> Report:
     """The doctor's report: what import decided, plus the driver, every GPU and the
     installed files against the wheel's RECORD."""
-    return _evaluate(gpus=gpus, driver=driver, damaged_files=record.damaged_files(PACKAGE_DIR))
+    try:
+        damaged: list[Any] | None = record.damaged_files(PACKAGE_DIR)
+    except Exception as err:  # the reader itself is damaged (import does not call it)
+        damaged = [f"{record.__file__} is damaged ({type(err).__name__}: {err})"]
+    return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged)
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:

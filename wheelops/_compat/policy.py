@@ -117,7 +117,7 @@ def evaluate(
     driver: str | None = None,
     guard: bool = True,
     cuda_override: int | str | None = None,
-    damaged_files: Sequence[FileDamage] | None = None,
+    damaged_files: Sequence[FileDamage | str] | None = None,
     other_installs: Sequence[str] = (),
 ) -> Report:
     """Decide which libraries load and report every finding.
@@ -515,7 +515,7 @@ class _Rules:
         )
 
     def installed_files(
-        self, build: BuildInfo | UnreadableBuildInfo, damage: Sequence[FileDamage]
+        self, build: BuildInfo | UnreadableBuildInfo, damage: Sequence[FileDamage | str]
     ) -> Finding:
         """Files that differ from the wheel degrade the install even where import works: what
         they hold is not what was tested."""
