@@ -155,7 +155,7 @@ def load_installed(strict: bool = True) -> Loaded | None:
     """
     build, cpu, cuda = installed()
     if isinstance(build, UnreadableBuildInfo) and build.checkout:
-        _state.inputs = {"build": build, "files": [], "other_installs": other_installs(PACKAGE_DIR)}
+        _state.inputs = {"build": build, "files": []}
         return None
     return load_libraries(build, cpu, cuda, strict=strict)
 
@@ -193,8 +193,7 @@ def load_libraries(
     files = library_files(cpu, cuda)
     failures: dict[str, LoadFailure] = {}
     _state.inputs = {"build": build, "files": files, "load_failures": failures,
-                     "guard": guard_enabled(), "cuda_override": cuda_override(),
-                     "other_installs": other_installs(PACKAGE_DIR)}  # fmt: skip
+                     "guard": guard_enabled(), "cuda_override": cuda_override()}  # fmt: skip
     report = _evaluate()
     for candidate in report.to_load:
         failure = _dlopen(Path(candidate.path), build, candidate.role)
@@ -219,13 +218,15 @@ def _evaluate(**extra: Any) -> Report:
 
 
 def report_with_devices(gpus: list[Any], driver: str | None) -> Report:
-    """The doctor's report: what import decided, plus the driver, every GPU and the
-    installed files against the wheel's RECORD."""
+    """The doctor's report: what import decided, plus the driver, every GPU, the installed
+    files against the wheel's RECORD and the other wheelops on sys.path (none of which
+    import pays for)."""
     try:
         damaged: list[Any] | None = record.damaged_files(PACKAGE_DIR)
     except Exception as err:  # the reader itself is damaged (import does not call it)
         damaged = [f"{record.__file__} is damaged ({type(err).__name__}: {err})"]
-    return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged)
+    return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged,
+                     other_installs=other_installs(PACKAGE_DIR))  # fmt: skip
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:
@@ -293,7 +294,7 @@ def require(op: str) -> None:
         return
     if _state.error is not None:
         raise RuntimeError(f"wheelops.{op}: wheelops did not load.\n{_state.error}")
-    shadowed = _state.inputs.get("other_installs")
+    shadowed = other_installs(PACKAGE_DIR)  # only on this error path, never at import
     raise RuntimeError(
         f"wheelops.{op}: the wheelops native libraries are not built. In a source "
         "checkout run `python -m wheelops.jit` (or call wheelops.jit.load()); "
