@@ -6,14 +6,15 @@
 #include "add.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 
 Tensor add_cpu(const Tensor& a, const Tensor& b) {
   check_add_args(a, b);
-  const Tensor a_c = torch::stable::contiguous(a);
-  const Tensor b_c = torch::stable::contiguous(b);
-  Tensor out = torch::stable::empty_like(a_c);
+  const Tensor a_c = as_contiguous(a);
+  const Tensor b_c = as_contiguous(b);
+  Tensor out = allocate_like(a_c);
   dispatch_float(a_c.scalar_type(), "add", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::elementwise(

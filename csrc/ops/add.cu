@@ -7,6 +7,7 @@
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -24,9 +25,9 @@ Tensor add_cuda(const Tensor& a, const Tensor& b) {
   check_add_args(a, b);
   const int32_t device = a.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor a_c = torch::stable::contiguous(a);
-  const Tensor b_c = torch::stable::contiguous(b);
-  Tensor out = torch::stable::empty_like(a_c);
+  const Tensor a_c = as_contiguous(a);
+  const Tensor b_c = as_contiguous(b);
+  Tensor out = allocate_like(a_c);
   const cudaStream_t stream = cuda::current_stream(device, "add");
   dispatch_float(a_c.scalar_type(), "add", [&](auto tag) {
     using T = typename decltype(tag)::type;

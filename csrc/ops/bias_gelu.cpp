@@ -11,6 +11,7 @@
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
 #include "wheelops/gelu_math.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -67,9 +68,9 @@ void backward_columns(
 Tensor bias_gelu_cpu(const Tensor& x, const Tensor& bias, std::string approximate) {
   check_bias_gelu_args(x, bias, "bias_gelu");
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu");
-  const Tensor x_c = torch::stable::contiguous(x);
-  const Tensor b_c = torch::stable::contiguous(bias);
-  Tensor out = torch::stable::empty_like(x_c);
+  const Tensor x_c = as_contiguous(x);
+  const Tensor b_c = as_contiguous(bias);
+  Tensor out = allocate_like(x_c);
   dispatch_float(x_c.scalar_type(), "bias_gelu", [&](auto tag) {
     using T = typename decltype(tag)::type;
     gelu::dispatch_mode(mode, [&](auto m) {
@@ -85,11 +86,11 @@ std::tuple<Tensor, Tensor> bias_gelu_backward_cpu(
     const Tensor& grad, const Tensor& x, const Tensor& bias, std::string approximate) {
   check_bias_gelu_backward_args(grad, x, bias);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu_backward");
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  const Tensor b_c = torch::stable::contiguous(bias);
-  Tensor grad_x = torch::stable::empty_like(x_c);
-  Tensor grad_bias = torch::stable::empty_like(b_c);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  const Tensor b_c = as_contiguous(bias);
+  Tensor grad_x = allocate_like(x_c);
+  Tensor grad_bias = allocate_like(b_c);
   dispatch_float(x_c.scalar_type(), "bias_gelu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     gelu::dispatch_mode(mode, [&](auto m) {

@@ -19,6 +19,7 @@
 #include "wheelops/gelu_math.h"
 #include "wheelops/occupancy.cuh"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -236,7 +237,7 @@ void launch_backward(
   const TileGrid tg = tile_grid(shape.cols / kVec, shape.rows, per_sm, device);
   const int64_t splits = shape.rows > 0 ? tg.grid.y : 0;
   // Workspace from torch's caching allocator, on the current stream.
-  Tensor partial = torch::stable::new_empty(like, {splits > 0 ? splits : 1, shape.cols}, kAccType);
+  Tensor partial = allocate(like, {splits > 0 ? splits : 1, shape.cols}, kAccType);
   A* partial_ptr = partial.mutable_data_ptr<A>();
   if (splits > 0) {
     kernel<<<tg.grid, tg.block, shared, stream>>>(
@@ -256,9 +257,9 @@ Tensor bias_gelu_cuda(const Tensor& x, const Tensor& bias, std::string approxima
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu");
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor x_c = torch::stable::contiguous(x);
-  const Tensor b_c = torch::stable::contiguous(bias);
-  Tensor out = torch::stable::empty_like(x_c);
+  const Tensor x_c = as_contiguous(x);
+  const Tensor b_c = as_contiguous(bias);
+  Tensor out = allocate_like(x_c);
   const RowsCols shape = rows_cols(x_c);
   if (x_c.numel() == 0) {
     return out;
@@ -288,11 +289,11 @@ std::tuple<Tensor, Tensor> bias_gelu_backward_cuda(
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu_backward");
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  const Tensor b_c = torch::stable::contiguous(bias);
-  Tensor grad_x = torch::stable::empty_like(x_c);
-  Tensor grad_bias = torch::stable::empty_like(b_c);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  const Tensor b_c = as_contiguous(bias);
+  Tensor grad_x = allocate_like(x_c);
+  Tensor grad_bias = allocate_like(b_c);
   const RowsCols shape = rows_cols(x_c);
   if (shape.cols == 0) {
     return {grad_x, grad_bias};

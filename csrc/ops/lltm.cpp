@@ -8,6 +8,7 @@
 #include "lltm.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -55,10 +56,10 @@ void backward_rows(
 
 std::tuple<Tensor, Tensor> lltm_gates_cpu(const Tensor& gates, const Tensor& old_cell) {
   check_lltm_gates_args(gates, old_cell, "lltm_gates");
-  const Tensor g_c = torch::stable::contiguous(gates);
-  const Tensor c_c = torch::stable::contiguous(old_cell);
-  Tensor new_h = torch::stable::empty_like(c_c);
-  Tensor new_cell = torch::stable::empty_like(c_c);
+  const Tensor g_c = as_contiguous(gates);
+  const Tensor c_c = as_contiguous(old_cell);
+  Tensor new_h = allocate_like(c_c);
+  Tensor new_cell = allocate_like(c_c);
   const int64_t batch = c_c.size(0), state = c_c.size(1);
   if (batch == 0 || state == 0) {
     return {new_h, new_cell};
@@ -75,12 +76,12 @@ std::tuple<Tensor, Tensor> lltm_gates_cpu(const Tensor& gates, const Tensor& old
 std::tuple<Tensor, Tensor> lltm_gates_backward_cpu(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
   check_lltm_gates_backward_args(grad_h, grad_cell, gates, old_cell);
-  const Tensor gh_c = torch::stable::contiguous(grad_h);
-  const Tensor gc_c = torch::stable::contiguous(grad_cell);
-  const Tensor g_c = torch::stable::contiguous(gates);
-  const Tensor c_c = torch::stable::contiguous(old_cell);
-  Tensor d_gates = torch::stable::empty_like(g_c);
-  Tensor d_old_cell = torch::stable::empty_like(c_c);
+  const Tensor gh_c = as_contiguous(grad_h);
+  const Tensor gc_c = as_contiguous(grad_cell);
+  const Tensor g_c = as_contiguous(gates);
+  const Tensor c_c = as_contiguous(old_cell);
+  Tensor d_gates = allocate_like(g_c);
+  Tensor d_old_cell = allocate_like(c_c);
   const int64_t batch = c_c.size(0), state = c_c.size(1);
   if (batch == 0 || state == 0) {
     return {d_gates, d_old_cell};

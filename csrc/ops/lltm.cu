@@ -18,6 +18,7 @@
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -134,10 +135,10 @@ std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& ol
   check_lltm_gates_args(gates, old_cell, "lltm_gates");
   const int32_t device = gates.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = torch::stable::contiguous(gates);
-  const Tensor c_c = torch::stable::contiguous(old_cell);
-  Tensor new_h = torch::stable::empty_like(c_c);
-  Tensor new_cell = torch::stable::empty_like(c_c);
+  const Tensor g_c = as_contiguous(gates);
+  const Tensor c_c = as_contiguous(old_cell);
+  Tensor new_h = allocate_like(c_c);
+  Tensor new_cell = allocate_like(c_c);
   const int64_t batch = c_c.size(0), state = c_c.size(1);
   if (batch == 0 || state == 0) {
     return {new_h, new_cell};
@@ -167,12 +168,12 @@ std::tuple<Tensor, Tensor> lltm_gates_backward_cuda(
   check_lltm_gates_backward_args(grad_h, grad_cell, gates, old_cell);
   const int32_t device = gates.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor gh_c = torch::stable::contiguous(grad_h);
-  const Tensor gc_c = torch::stable::contiguous(grad_cell);
-  const Tensor g_c = torch::stable::contiguous(gates);
-  const Tensor c_c = torch::stable::contiguous(old_cell);
-  Tensor d_gates = torch::stable::empty_like(g_c);
-  Tensor d_old_cell = torch::stable::empty_like(c_c);
+  const Tensor gh_c = as_contiguous(grad_h);
+  const Tensor gc_c = as_contiguous(grad_cell);
+  const Tensor g_c = as_contiguous(gates);
+  const Tensor c_c = as_contiguous(old_cell);
+  Tensor d_gates = allocate_like(g_c);
+  Tensor d_old_cell = allocate_like(c_c);
   const int64_t batch = c_c.size(0), state = c_c.size(1);
   if (batch == 0 || state == 0) {
     return {d_gates, d_old_cell};

@@ -15,6 +15,7 @@
 #include "norm.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops::norm::cpu_impl {
 
@@ -211,13 +212,6 @@ T* mutable_data_or_null(std::optional<Tensor>& t) {
   return t.has_value() ? t->mutable_data_ptr<T>() : nullptr;
 }
 
-inline std::optional<Tensor> contiguous_or_null(const std::optional<Tensor>& t) {
-  if (!t.has_value()) {
-    return std::nullopt;
-  }
-  return torch::stable::contiguous(*t);
-}
-
 // Forward: (out, mean, rstd); rms_norm returns mean as an empty placeholder
 // and its op drops it.
 template <bool kCentered>
@@ -228,14 +222,14 @@ std::tuple<Tensor, Tensor, Tensor> forward(
   check_param(weight, "weight", x, op);
   check_param(bias, "bias", x, op);
   check_eps(eps, op);
-  const Tensor x_c = torch::stable::contiguous(x);
-  const std::optional<Tensor> w_c = contiguous_or_null(weight);
-  const std::optional<Tensor> b_c = contiguous_or_null(bias);
+  const Tensor x_c = as_contiguous(x);
+  const std::optional<Tensor> w_c = as_contiguous(weight);
+  const std::optional<Tensor> b_c = as_contiguous(bias);
   const RowsCols shape = rows_cols(x_c);
   const ScalarType sdt = stats_dtype(x_c.scalar_type());
-  Tensor out = torch::stable::empty_like(x_c);
-  Tensor mean = torch::stable::new_empty(x_c, {kCentered ? shape.rows : 0}, sdt);
-  Tensor rstd = torch::stable::new_empty(x_c, {shape.rows}, sdt);
+  Tensor out = allocate_like(x_c);
+  Tensor mean = allocate(x_c, {kCentered ? shape.rows : 0}, sdt);
+  Tensor rstd = allocate(x_c, {shape.rows}, sdt);
   dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using S = acc_type<T>;
@@ -253,21 +247,21 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
     const std::optional<Tensor>& weight, bool x_grad, bool weight_grad, bool bias_grad,
     const char* op) {
   check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  const std::optional<Tensor> m_c = contiguous_or_null(mean);
-  const Tensor r_c = torch::stable::contiguous(rstd);
-  const std::optional<Tensor> w_c = contiguous_or_null(weight);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  const std::optional<Tensor> m_c = as_contiguous(mean);
+  const Tensor r_c = as_contiguous(rstd);
+  const std::optional<Tensor> w_c = as_contiguous(weight);
   const RowsCols shape = rows_cols(x_c);
   std::optional<Tensor> grad_x, grad_w, grad_b;
   if (x_grad) {
-    grad_x = torch::stable::empty_like(x_c);
+    grad_x = allocate_like(x_c);
   }
   if (weight_grad) {
-    grad_w = torch::stable::new_empty(x_c, {shape.cols});
+    grad_w = allocate(x_c, {shape.cols});
   }
   if (bias_grad) {
-    grad_b = torch::stable::new_empty(x_c, {shape.cols});
+    grad_b = allocate(x_c, {shape.cols});
   }
   dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;

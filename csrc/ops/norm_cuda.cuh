@@ -46,6 +46,7 @@
 #include "wheelops/dispatch.h"
 #include "wheelops/narrowing.h"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops::norm::cuda_impl {
 namespace {
@@ -762,7 +763,7 @@ void launch_backward(
       const unsigned int grid = capped_grid(groups, sms * (per_sm > 0 ? per_sm : 1));
       Tensor partial;
       if (p.slots > 0) {
-        partial = torch::stable::new_empty(like, {int64_t{grid}, int64_t{p.slots}, shape.cols}, kAccType);
+        partial = allocate(like, {int64_t{grid}, int64_t{p.slots}, shape.cols}, kAccType);
         p.partial = partial.mutable_data_ptr<A>();
       }
       kernel<<<grid, dim3(cfg.tx, ty), smem, stream>>>(
@@ -788,7 +789,7 @@ void launch_backward(
     splits = splits < row_lanes ? splits : row_lanes;
     splits = splits < 1024 ? splits : 1024;
     splits = splits > 0 ? splits : 1;
-    Tensor partial = torch::stable::new_empty(like, {splits, int64_t{p.slots}, shape.cols}, kAccType);
+    Tensor partial = allocate(like, {splits, int64_t{p.slots}, shape.cols}, kAccType);
     p.partial = partial.mutable_data_ptr<A>();
     const dim3 grid(static_cast<unsigned int>(tiles), static_cast<unsigned int>(splits));
     column_sums_kernel<T, kCentered><<<grid, dim3(kColumnTileX, kColumnTileY), 0, stream>>>(
@@ -803,13 +804,6 @@ const T* data_or_null(const std::optional<Tensor>& t) {
   return t.has_value() ? t->const_data_ptr<T>() : nullptr;
 }
 
-inline std::optional<Tensor> contiguous_or_null(const std::optional<Tensor>& t) {
-  if (!t.has_value()) {
-    return std::nullopt;
-  }
-  return torch::stable::contiguous(*t);
-}
-
 } // namespace
 
 template <bool kCentered>
@@ -822,14 +816,14 @@ std::tuple<Tensor, Tensor, Tensor> forward(
   check_eps(eps, op);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor x_c = torch::stable::contiguous(x);
-  const std::optional<Tensor> w_c = contiguous_or_null(weight);
-  const std::optional<Tensor> b_c = contiguous_or_null(bias);
+  const Tensor x_c = as_contiguous(x);
+  const std::optional<Tensor> w_c = as_contiguous(weight);
+  const std::optional<Tensor> b_c = as_contiguous(bias);
   const RowsCols shape = rows_cols(x_c);
   const ScalarType sdt = stats_dtype(x_c.scalar_type());
-  Tensor out = torch::stable::empty_like(x_c);
-  Tensor mean = torch::stable::new_empty(x_c, {kCentered ? shape.rows : 0}, sdt);
-  Tensor rstd = torch::stable::new_empty(x_c, {shape.rows}, sdt);
+  Tensor out = allocate_like(x_c);
+  Tensor mean = allocate(x_c, {kCentered ? shape.rows : 0}, sdt);
+  Tensor rstd = allocate(x_c, {shape.rows}, sdt);
   if (shape.rows == 0) {
     return {out, mean, rstd};
   }
@@ -861,21 +855,21 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
   check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  const std::optional<Tensor> m_c = contiguous_or_null(mean);
-  const Tensor r_c = torch::stable::contiguous(rstd);
-  const std::optional<Tensor> w_c = contiguous_or_null(weight);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  const std::optional<Tensor> m_c = as_contiguous(mean);
+  const Tensor r_c = as_contiguous(rstd);
+  const std::optional<Tensor> w_c = as_contiguous(weight);
   const RowsCols shape = rows_cols(x_c);
   std::optional<Tensor> grad_x, grad_w, grad_b;
   if (x_grad) {
-    grad_x = torch::stable::empty_like(x_c);
+    grad_x = allocate_like(x_c);
   }
   if (weight_grad) {
-    grad_w = torch::stable::new_empty(x_c, {shape.cols});
+    grad_w = allocate(x_c, {shape.cols});
   }
   if (bias_grad) {
-    grad_b = torch::stable::new_empty(x_c, {shape.cols});
+    grad_b = allocate(x_c, {shape.cols});
   }
   if (shape.rows == 0 || shape.cols == 0) {
     // Nothing to read; column sums over no rows are zero.

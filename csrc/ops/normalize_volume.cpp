@@ -5,13 +5,14 @@
 
 #include "normalize_volume.h"
 #include "wheelops/cpu_loop.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 
 Tensor normalize_volume_cpu(const Tensor& vol, double max_value) {
   const float divisor = check_normalize_volume_args(vol, max_value);
-  const Tensor v_c = torch::stable::contiguous(vol);
-  Tensor out = torch::stable::new_empty(v_c, v_c.sizes(), ScalarType::Float);
+  const Tensor v_c = as_contiguous(vol);
+  Tensor out = allocate(v_c, v_c.sizes(), ScalarType::Float);
   const uint16_t* in = v_c.const_data_ptr<uint16_t>();
   float* o = out.mutable_data_ptr<float>();
   cpu::parallel_range(v_c.numel(), cpu::kGrainSize, [=](int64_t begin, int64_t end) {

@@ -17,6 +17,7 @@
 #include "normalize_volume.h"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -100,8 +101,8 @@ Tensor normalize_volume_cuda(const Tensor& vol, double max_value) {
   const float divisor = check_normalize_volume_args(vol, max_value);
   const int32_t device = vol.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor v_c = torch::stable::contiguous(vol);
-  Tensor out = torch::stable::new_empty(v_c, v_c.sizes(), ScalarType::Float);
+  const Tensor v_c = as_contiguous(vol);
+  Tensor out = allocate(v_c, v_c.sizes(), ScalarType::Float);
   const int64_t n = v_c.numel();
   if (n == 0) {
     return out;

@@ -5,13 +5,14 @@
 #include "relu_scale.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 
 Tensor relu_scale_cpu(const Tensor& x, double alpha) {
   check_relu_scale_args(x);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor out = torch::stable::empty_like(x_c);
+  const Tensor x_c = as_contiguous(x);
+  Tensor out = allocate_like(x_c);
   dispatch_float(x_c.scalar_type(), "relu_scale", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type<T>;
@@ -25,9 +26,9 @@ Tensor relu_scale_cpu(const Tensor& x, double alpha) {
 
 Tensor relu_scale_backward_cpu(const Tensor& grad, const Tensor& x, double alpha) {
   check_relu_scale_backward_args(grad, x);
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor grad_x = torch::stable::empty_like(x_c);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  Tensor grad_x = allocate_like(x_c);
   dispatch_float(x_c.scalar_type(), "relu_scale_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type<T>;

@@ -7,6 +7,7 @@
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -33,8 +34,8 @@ Tensor relu_scale_cuda(const Tensor& x, double alpha) {
   check_relu_scale_args(x);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor out = torch::stable::empty_like(x_c);
+  const Tensor x_c = as_contiguous(x);
+  Tensor out = allocate_like(x_c);
   const cudaStream_t stream = cuda::current_stream(device, "relu_scale");
   dispatch_float(x_c.scalar_type(), "relu_scale", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -51,9 +52,9 @@ Tensor relu_scale_backward_cuda(const Tensor& grad, const Tensor& x, double alph
   check_relu_scale_backward_args(grad, x);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor grad_x = torch::stable::empty_like(x_c);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  Tensor grad_x = allocate_like(x_c);
   const cudaStream_t stream = cuda::current_stream(device, "relu_scale_backward");
   dispatch_float(x_c.scalar_type(), "relu_scale_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;

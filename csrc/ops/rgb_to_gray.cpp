@@ -5,12 +5,13 @@
 
 #include "rgb_to_gray.h"
 #include "wheelops/cpu_loop.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 
 Tensor rgb_to_gray_cpu(const Tensor& img) {
   check_rgb_to_gray_args(img);
-  Tensor out = torch::stable::new_empty(img, gray_shape(img));
+  Tensor out = allocate(img, gray_shape(img));
   const int64_t d = img.dim();
   const int64_t images = d == 4 ? img.size(0) : 1;
   const int64_t image_stride = d == 4 ? img.stride(0) : 0;

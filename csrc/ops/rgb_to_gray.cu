@@ -12,6 +12,7 @@
 #include "rgb_to_gray.h"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 namespace {
@@ -119,14 +120,14 @@ Tensor rgb_to_gray_cuda(const Tensor& img) {
   check_rgb_to_gray_args(img);
   const int32_t device = img.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  Tensor out = torch::stable::new_empty(img, gray_shape(img));
+  Tensor out = allocate(img, gray_shape(img));
   if (out.numel() == 0) {
     return out;
   }
   Tensor src = img;
   RgbLayout layout{};
   if (!flat_rgb_layout(src, layout)) {
-    src = torch::stable::contiguous(img);
+    src = as_contiguous(img);
     flat_rgb_layout(src, layout);
   }
   const bool planar = layout.pixel_stride == 1;

@@ -8,6 +8,7 @@
 #include "silu_and_mul.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops::silu_and_mul {
 namespace {
@@ -56,8 +57,8 @@ void backward_rows(const T* grad, const T* x, T* grad_x, Rows shape) {
 
 Tensor silu_and_mul_cpu(const Tensor& x) {
   check_forward_args(x);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor out = torch::stable::new_empty(x_c, output_shape(x_c));
+  const Tensor x_c = as_contiguous(x);
+  Tensor out = allocate(x_c, output_shape(x_c));
   dispatch_float(x_c.scalar_type(), "silu_and_mul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_rows<T>(x_c.const_data_ptr<T>(), out.mutable_data_ptr<T>(), rows_of(x_c));
@@ -67,9 +68,9 @@ Tensor silu_and_mul_cpu(const Tensor& x) {
 
 Tensor silu_and_mul_backward_cpu(const Tensor& grad, const Tensor& x) {
   check_backward_args(grad, x);
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor grad_x = torch::stable::empty_like(x_c);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  Tensor grad_x = allocate_like(x_c);
   dispatch_float(x_c.scalar_type(), "silu_and_mul_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward_rows<T>(

@@ -19,6 +19,7 @@
 #include "wheelops/dispatch.h"
 #include "wheelops/occupancy.cuh"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops::silu_and_mul {
 namespace {
@@ -172,8 +173,8 @@ Tensor silu_and_mul_cuda(const Tensor& x) {
   check_forward_args(x);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor out = torch::stable::new_empty(x_c, output_shape(x_c));
+  const Tensor x_c = as_contiguous(x);
+  Tensor out = allocate(x_c, output_shape(x_c));
   if (out.numel() == 0) {
     return out;
   }
@@ -206,9 +207,9 @@ Tensor silu_and_mul_backward_cuda(const Tensor& grad, const Tensor& x) {
   check_backward_args(grad, x);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = torch::stable::contiguous(grad);
-  const Tensor x_c = torch::stable::contiguous(x);
-  Tensor grad_x = torch::stable::empty_like(x_c);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor x_c = as_contiguous(x);
+  Tensor grad_x = allocate_like(x_c);
   if (grad_x.numel() == 0) {
     return grad_x;
   }

@@ -10,6 +10,7 @@
 #include "softmax.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops::softmax {
 namespace {
@@ -83,7 +84,7 @@ void backward_rows(const T* grad, const T* y, T* grad_x, RowsCols shape) {
 Tensor softmax_cpu(const Tensor& x, int64_t dim) {
   const int64_t d = check_forward_args(x, dim);
   const Tensor x_rows = move_dim_last(x, d);
-  Tensor out = torch::stable::empty_like(x_rows);
+  Tensor out = allocate_like(x_rows);
   dispatch_float(x_rows.scalar_type(), "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_rows<T>(x_rows.const_data_ptr<T>(), out.mutable_data_ptr<T>(), rows_cols(x_rows));
@@ -95,7 +96,7 @@ Tensor softmax_backward_cpu(const Tensor& grad, const Tensor& out, int64_t dim) 
   const int64_t d = check_backward_args(grad, out, dim);
   const Tensor g_rows = move_dim_last(grad, d);
   const Tensor y_rows = move_dim_last(out, d);
-  Tensor grad_x = torch::stable::empty_like(y_rows);
+  Tensor grad_x = allocate_like(y_rows);
   dispatch_float(y_rows.scalar_type(), "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward_rows<T>(

@@ -28,6 +28,7 @@
 #include "wheelops/dispatch.h"
 #include "wheelops/occupancy.cuh"
 #include "wheelops/vectorized.cuh"
+#include "wheelops/tensors.h"
 
 namespace wheelops::softmax {
 namespace {
@@ -606,7 +607,7 @@ Tensor softmax_cuda(const Tensor& x, int64_t dim) {
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   const Tensor x_rows = move_dim_last(x, d);
-  Tensor out = torch::stable::empty_like(x_rows);
+  Tensor out = allocate_like(x_rows);
   if (x_rows.numel() > 0) {
     const RowsCols shape = rows_cols(x_rows);
     const cudaStream_t stream = cuda::current_stream(device, "softmax");
@@ -630,7 +631,7 @@ Tensor softmax_backward_cuda(const Tensor& grad, const Tensor& out, int64_t dim)
   torch::stable::accelerator::DeviceGuard guard(device);
   const Tensor g_rows = move_dim_last(grad, d);
   const Tensor y_rows = move_dim_last(out, d);
-  Tensor grad_x = torch::stable::empty_like(y_rows);
+  Tensor grad_x = allocate_like(y_rows);
   if (y_rows.numel() > 0) {
     const RowsCols shape = rows_cols(y_rows);
     const cudaStream_t stream = cuda::current_stream(device, "softmax_backward");

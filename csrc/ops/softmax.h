@@ -5,6 +5,7 @@
 #include <torch/csrc/stable/ops.h>
 
 #include "wheelops/tensor_checks.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops::softmax {
 
@@ -42,9 +43,9 @@ inline bool is_last(const Tensor& x, int64_t dim) {
 // in and one out, which keeps a single set of kernels correct for every dim.
 inline Tensor move_dim_last(const Tensor& t, int64_t dim) {
   if (is_last(t, dim)) {
-    return torch::stable::contiguous(t);
+    return as_contiguous(t);
   }
-  return torch::stable::contiguous(torch::stable::transpose(t, dim, t.dim() - 1));
+  return as_contiguous(torch::stable::transpose(t, dim, t.dim() - 1));
 }
 
 // Inverse of move_dim_last for a result computed in that layout; contiguous.
@@ -52,7 +53,7 @@ inline Tensor move_dim_back(const Tensor& t, int64_t dim) {
   if (is_last(t, dim)) {
     return t;
   }
-  return torch::stable::contiguous(torch::stable::transpose(t, dim, t.dim() - 1));
+  return as_contiguous(torch::stable::transpose(t, dim, t.dim() - 1));
 }
 
 } // namespace wheelops::softmax

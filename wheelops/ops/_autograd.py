@@ -55,6 +55,33 @@ def _may_carry_tangents() -> bool:
     return forward_ad._current_level >= 0 or _C._functorch.maybe_current_level() is not None
 
 
+# Each op's autograd.Function and schema defaults, for `call` to apply directly.
+_FUNCTIONS: dict[Any, tuple[type, tuple]] = {}
+
+
+def call(overload: Any, *args: Any) -> Any:
+    """``overload(*args)``, the way every wheelops function calls its op.
+
+    The Python Autograd kernel, reached through the dispatcher, costs more than the op
+    itself on a small tensor. Where no torch.func transform, forward-mode level,
+    __torch_function__ override or trace (torch.compile) is involved, which is where
+    that kernel could only do one of two things, ``call`` does it directly: the op's
+    autograd.Function when an input needs a gradient, else the op straight below
+    autograd. Everything else takes the full path.
+    """
+    if torch.compiler.is_compiling() or _may_carry_tangents() or _C._has_torch_function(args):
+        return overload(*args)
+    if _C.is_grad_enabled() and _C._any_requires_grad(*args):
+        function, defaults = _FUNCTIONS[overload]
+        return function.apply(*args, *defaults[len(args) :], None)
+    return _below_autograd(overload, args)
+
+
+def _below_autograd(overload: Any, args: tuple) -> Any:
+    with _C._AutoDispatchBelowAutograd():
+        return overload._op(*args)
+
+
 def register(
     op: str,
     *,
@@ -83,6 +110,8 @@ def register(
 
     def forward(*args: Any) -> Any:
         *inputs, keyset = args
+        if keyset is None:  # applied by `call`, not by the dispatcher
+            return _below_autograd(overload, tuple(inputs))
         if _C._functorch.maybe_current_level() is None:
             return redispatch(keyset, tuple(inputs))
         # Inside a torch.func transform the redispatch goes on to the transforms below
@@ -133,6 +162,7 @@ def register(
         return redispatch(keyset, args)
 
     _LIBRARY.impl(op, kernel, "Autograd", with_keyset=True)
+    _FUNCTIONS[overload] = (function, defaults)
 
 
 def register_gradient_without_derivatives(forward: str) -> None:

@@ -91,6 +91,14 @@ def python_float(op: str, name: str, value: object) -> float:
         ) from None
 
 
+def python_int(op: str, name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"wheelops.{op}: argument '{name}' must be an int, got {type(value).__name__}"
+        )
+    return value
+
+
 def one_of(op: str, name: str, value: object, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in allowed:
         choices = " or ".join(repr(a) for a in allowed)

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _autograd, _checks
+from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["add"]
 
@@ -31,9 +31,7 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         >>> wheelops.add(torch.ones(3), torch.arange(3.0))
         tensor([1., 2., 3.])
     """
-    _check(a, b)
-    _checks.runnable("add", a)
-    return torch.ops.wheelops.add.default(a, b)
+    return _entry.run("add", lambda: _check(a, b), torch.ops.wheelops.add.default, a, b)
 
 
 def _fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -53,7 +51,7 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
 def _jvp(ctx: Any, a_tangent: torch.Tensor | None, b_tangent: torch.Tensor | None) -> Any:
     if a_tangent is None or b_tangent is None:
         return a_tangent if b_tangent is None else b_tangent
-    return torch.ops.wheelops.add.default(a_tangent, b_tangent)
+    return _autograd.call(torch.ops.wheelops.add.default, a_tangent, b_tangent)
 
 
 def register() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _autograd, _checks
+from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["bias_gelu"]
 
@@ -44,9 +44,14 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
         >>> torch.allclose(wheelops.bias_gelu(x, b), torch.nn.functional.gelu(x + b))
         True
     """
-    _check("bias_gelu", x, bias, approximate)
-    _checks.runnable("bias_gelu", x)
-    return torch.ops.wheelops.bias_gelu.default(x, bias, approximate)
+    return _entry.run(
+        "bias_gelu",
+        lambda: _check("bias_gelu", x, bias, approximate),
+        torch.ops.wheelops.bias_gelu.default,
+        x,
+        bias,
+        approximate,
+    )
 
 
 def _fake(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
@@ -75,8 +80,8 @@ def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     x, bias = ctx.saved_tensors
-    grad_x, grad_bias = torch.ops.wheelops.bias_gelu_backward.default(
-        grad, x, bias, ctx.approximate
+    grad_x, grad_bias = _autograd.call(
+        torch.ops.wheelops.bias_gelu_backward.default, grad, x, bias, ctx.approximate
     )
     return grad_x, grad_bias, None
 
@@ -90,7 +95,9 @@ def _jvp(
     tangent = _autograd.zero_if_none(x_tangent, x)
     if bias_tangent is not None:
         tangent = tangent + bias_tangent
-    grad_x, _ = torch.ops.wheelops.bias_gelu_backward.default(tangent, x, bias, ctx.approximate)
+    grad_x, _ = _autograd.call(
+        torch.ops.wheelops.bias_gelu_backward.default, tangent, x, bias, ctx.approximate
+    )
     return grad_x
 
 

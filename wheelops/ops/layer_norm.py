@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _autograd, _checks, _norm_checks, _vmap
+from wheelops.ops import _autograd, _checks, _entry, _norm_checks, _vmap
 
 __all__ = ["layer_norm"]
 
@@ -44,9 +44,16 @@ def layer_norm(
         >>> torch.allclose(wheelops.layer_norm(x, w, b), ref, atol=1e-6)
         True
     """
-    eps = _check("layer_norm", x, weight, bias, eps)
-    _checks.runnable("layer_norm", x)
-    return torch.ops.wheelops.layer_norm.default(x, weight, bias, eps)[0]
+    eps = _norm_checks.eps_value("layer_norm", eps)
+    return _entry.run(
+        "layer_norm",
+        lambda: _check("layer_norm", x, weight, bias, eps),
+        torch.ops.wheelops.layer_norm.default,
+        x,
+        weight,
+        bias,
+        eps,
+    )[0]
 
 
 def _fake(
@@ -92,8 +99,16 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
 def _backward(ctx: Any, grad: torch.Tensor, _grad_mean: Any, _grad_rstd: Any) -> tuple:
     x, weight, mean, rstd = ctx.saved_tensors
     x_grad, weight_grad, bias_grad = ctx.needs_input_grad[:3]
-    grad_x, grad_weight, grad_bias = torch.ops.wheelops.layer_norm_backward.default(
-        grad, x, mean, rstd, weight, x_grad, weight_grad, bias_grad
+    grad_x, grad_weight, grad_bias = _autograd.call(
+        torch.ops.wheelops.layer_norm_backward.default,
+        grad,
+        x,
+        mean,
+        rstd,
+        weight,
+        x_grad,
+        weight_grad,
+        bias_grad,
     )
     return grad_x, grad_weight, grad_bias, None
 

@@ -111,7 +111,7 @@ def lltm(
     # backward kernels for d_weights).
     x = torch.cat([old_h, input], dim=1)
     gates = torch.addmm(bias, x, weights.t())
-    new_h, new_cell = torch.ops.wheelops.lltm_gates.default(gates, old_cell)
+    new_h, new_cell = _autograd.call(torch.ops.wheelops.lltm_gates.default, gates, old_cell)
     return new_h, new_cell
 
 
@@ -157,7 +157,9 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
 
 def _backward(ctx: Any, grad_h: torch.Tensor, grad_cell: torch.Tensor) -> tuple:
     gates, old_cell = ctx.saved_tensors
-    return torch.ops.wheelops.lltm_gates_backward.default(grad_h, grad_cell, gates, old_cell)
+    return _autograd.call(
+        torch.ops.wheelops.lltm_gates_backward.default, grad_h, grad_cell, gates, old_cell
+    )
 
 
 def _jvp(

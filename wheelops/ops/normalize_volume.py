@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _checks, _entry
 
 __all__ = ["normalize_volume"]
 
@@ -61,9 +61,15 @@ def normalize_volume(vol: torch.Tensor, max_value: float) -> torch.Tensor:
         >>> wheelops.normalize_volume(vol, 4095)
         tensor([0.0000, 0.2501, 1.0000])
     """
-    _check(vol, max_value)
-    _checks.runnable("normalize_volume", vol)
-    return torch.ops.wheelops.normalize_volume.default(vol, float(max_value))
+    if isinstance(max_value, bool) or not isinstance(max_value, (int, float)):
+        _check(vol, max_value)  # the op's schema would take a bool or a 0-dim tensor
+    return _entry.run(
+        "normalize_volume",
+        lambda: _check(vol, max_value),
+        torch.ops.wheelops.normalize_volume.default,
+        vol,
+        max_value,
+    )
 
 
 def _fake(vol: torch.Tensor, max_value: float) -> torch.Tensor:

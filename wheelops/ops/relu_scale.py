@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _autograd, _checks
+from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["relu_scale"]
 
@@ -23,10 +23,14 @@ def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
         >>> wheelops.relu_scale(torch.tensor([-1.0, 2.0]), 0.5)
         tensor([0., 1.])
     """
-    _checks.float_tensor("relu_scale", "x", x)
     alpha = _checks.python_float("relu_scale", "alpha", alpha)
-    _checks.runnable("relu_scale", x)
-    return torch.ops.wheelops.relu_scale.default(x, alpha)
+    return _entry.run(
+        "relu_scale",
+        lambda: _checks.float_tensor("relu_scale", "x", x),
+        torch.ops.wheelops.relu_scale.default,
+        x,
+        alpha,
+    )
 
 
 def _fake(x: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -54,13 +58,13 @@ def _fake_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.T
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     (x,) = ctx.saved_tensors
     # One fused pass: 0 where x <= 0, else alpha * grad (NaN passes it, as in torch.relu).
-    return torch.ops.wheelops.relu_scale_backward.default(grad, x, ctx.alpha), None
+    return _autograd.call(torch.ops.wheelops.relu_scale_backward.default, grad, x, ctx.alpha), None
 
 
 def _jvp(ctx: Any, x_tangent: torch.Tensor, _alpha: None) -> torch.Tensor:
     # The derivative is diagonal: the tangent goes through the backward's formula.
     (x,) = ctx.saved_tensors
-    return torch.ops.wheelops.relu_scale_backward.default(x_tangent, x, ctx.alpha)
+    return _autograd.call(torch.ops.wheelops.relu_scale_backward.default, x_tangent, x, ctx.alpha)
 
 
 def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
@@ -73,7 +77,9 @@ def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> No
 def _double_backward(ctx: Any, grad_grad_x: torch.Tensor) -> tuple:
     # Linear in grad; its derivative in x is 0 wherever it exists (as torch.relu's).
     (x,) = ctx.saved_tensors
-    grad_grad = torch.ops.wheelops.relu_scale_backward.default(grad_grad_x, x, ctx.alpha)
+    grad_grad = _autograd.call(
+        torch.ops.wheelops.relu_scale_backward.default, grad_grad_x, x, ctx.alpha
+    )
     return grad_grad, None, None
 
 
@@ -82,7 +88,9 @@ def _backward_jvp(
 ) -> torch.Tensor:
     (x,) = ctx.saved_tensors
     grad_tangent = _autograd.zero_if_none(grad_tangent, x)
-    return torch.ops.wheelops.relu_scale_backward.default(grad_tangent, x, ctx.alpha)
+    return _autograd.call(
+        torch.ops.wheelops.relu_scale_backward.default, grad_tangent, x, ctx.alpha
+    )
 
 
 def register() -> None:

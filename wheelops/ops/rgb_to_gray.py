@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from wheelops.ops import _checks
+from wheelops.ops import _checks, _entry
 
 __all__ = ["rgb_to_gray"]
 
@@ -47,9 +47,9 @@ def rgb_to_gray(img: torch.Tensor) -> torch.Tensor:
         >>> wheelops.rgb_to_gray(img)
         tensor([[ 76, 150,  29,  72]], dtype=torch.uint8)
     """
-    _check(img)
-    _checks.runnable("rgb_to_gray", img)
-    return torch.ops.wheelops.rgb_to_gray.default(img)
+    return _entry.run(
+        "rgb_to_gray", lambda: _check(img), torch.ops.wheelops.rgb_to_gray.default, img
+    )
 
 
 def _fake(img: torch.Tensor) -> torch.Tensor:

@@ -6,12 +6,12 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _autograd, _checks, _norm_checks, _vmap
+from wheelops.ops import _autograd, _checks, _entry, _norm_checks, _vmap
 
 __all__ = ["rms_norm"]
 
 
-def default_eps(dtype: torch.dtype) -> float:
+def default_eps(dtype: torch.dtype | None) -> float:
     """What F.rms_norm uses for eps=None: the epsilon of its float32/float64 compute dtype."""
     return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
 
@@ -45,12 +45,17 @@ def rms_norm(
         >>> torch.allclose(wheelops.rms_norm(x, w), ref, atol=1e-6)
         True
     """
-    _norm_checks.x_tensor("rms_norm", x)
     if eps is None:
-        eps = default_eps(x.dtype)
-    eps = _check("rms_norm", x, weight, eps)
-    _checks.runnable("rms_norm", x)
-    return torch.ops.wheelops.rms_norm.default(x, weight, eps)[0]
+        eps = default_eps(getattr(x, "dtype", None))  # x itself is checked below
+    eps = _norm_checks.eps_value("rms_norm", eps)
+    return _entry.run(
+        "rms_norm",
+        lambda: _check("rms_norm", x, weight, eps),
+        torch.ops.wheelops.rms_norm.default,
+        x,
+        weight,
+        eps,
+    )[0]
 
 
 def _fake(
@@ -91,8 +96,8 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
 def _backward(ctx: Any, grad: torch.Tensor, _grad_rstd: Any) -> tuple:
     x, weight, rstd = ctx.saved_tensors
     x_grad, weight_grad = ctx.needs_input_grad[:2]
-    grad_x, grad_weight = torch.ops.wheelops.rms_norm_backward.default(
-        grad, x, rstd, weight, x_grad, weight_grad
+    grad_x, grad_weight = _autograd.call(
+        torch.ops.wheelops.rms_norm_backward.default, grad, x, rstd, weight, x_grad, weight_grad
     )
     return grad_x, grad_weight, None
 

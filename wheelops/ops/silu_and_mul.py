@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _autograd, _checks
+from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["silu_and_mul"]
 
@@ -45,9 +45,12 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
         >>> torch.allclose(wheelops.silu_and_mul(x), torch.nn.functional.silu(a) * b)
         True
     """
-    _check("silu_and_mul", x)
-    _checks.runnable("silu_and_mul", x)
-    return torch.ops.wheelops.silu_and_mul.default(x)
+    return _entry.run(
+        "silu_and_mul",
+        lambda: _check("silu_and_mul", x),
+        torch.ops.wheelops.silu_and_mul.default,
+        x,
+    )
 
 
 def _fake(x: torch.Tensor) -> torch.Tensor:
@@ -79,14 +82,14 @@ def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
     (x,) = ctx.saved_tensors
-    return torch.ops.wheelops.silu_and_mul_backward.default(grad, x)
+    return _autograd.call(torch.ops.wheelops.silu_and_mul_backward.default, grad, x)
 
 
 def _jvp(ctx: Any, x_tangent: torch.Tensor) -> torch.Tensor:
     # silu'(a) * b * da + silu(a) * db: the backward with grad = 1 gives both factors.
     (x,) = ctx.saved_tensors
     ones = x.new_ones(_output_shape(x))
-    factors = torch.ops.wheelops.silu_and_mul_backward.default(ones, x)
+    factors = _autograd.call(torch.ops.wheelops.silu_and_mul_backward.default, ones, x)
     d = x.shape[-1] // 2
     tangent = _checks.opmath(factors) * _checks.opmath(x_tangent)
     return (tangent[..., :d] + tangent[..., d:]).to(x.dtype)

@@ -6,14 +6,13 @@ from typing import Any
 
 import torch
 
-from wheelops.ops import _autograd, _checks
+from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["softmax"]
 
 
 def _wrapped_dim(op: str, x: torch.Tensor, dim: object) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"wheelops.{op}: argument 'dim' must be an int, got {type(dim).__name__}")
+    _checks.python_int(op, "dim", dim)
     n = max(x.dim(), 1)  # a 0-dim tensor is one row of one element, as in torch
     if not -n <= dim < n:
         raise ValueError(
@@ -40,10 +39,14 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         tensor([[0.5000, 0.5000],
                 [1.0000, 0.0000]])
     """
-    _checks.float_tensor("softmax", "x", x)
-    dim = _wrapped_dim("softmax", x, dim)
-    _checks.runnable("softmax", x)
-    return torch.ops.wheelops.softmax.default(x, dim)
+    _checks.python_int("softmax", "dim", dim)  # the op's schema would take a bool
+    return _entry.run(
+        "softmax",
+        lambda: _wrapped_dim("softmax", _checks.float_tensor("softmax", "x", x), dim),
+        torch.ops.wheelops.softmax.default,
+        x,
+        dim,
+    )
 
 
 def _fake(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -74,13 +77,13 @@ def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     (out,) = ctx.saved_tensors
-    return torch.ops.wheelops.softmax_backward.default(grad, out, ctx.dim), None
+    return _autograd.call(torch.ops.wheelops.softmax_backward.default, grad, out, ctx.dim), None
 
 
 def _jvp(ctx: Any, x_tangent: torch.Tensor | None, _dim: None) -> torch.Tensor:
     # The Jacobian diag(y) - y y^T is symmetric: the JVP is the backward's formula.
     (out,) = ctx.saved_tensors
-    return torch.ops.wheelops.softmax_backward.default(x_tangent, out, ctx.dim)
+    return _autograd.call(torch.ops.wheelops.softmax_backward.default, x_tangent, out, ctx.dim)
 
 
 def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
@@ -96,7 +99,9 @@ def _double_backward(ctx: Any, grad_grad_x: torch.Tensor) -> tuple:
     grad, out = ctx.saved_tensors
     grad_grad = None
     if ctx.needs_input_grad[0]:
-        grad_grad = torch.ops.wheelops.softmax_backward.default(grad_grad_x, out, ctx.dim)
+        grad_grad = _autograd.call(
+            torch.ops.wheelops.softmax_backward.default, grad_grad_x, out, ctx.dim
+        )
     grad_out = None
     if ctx.needs_input_grad[1]:
         g, y, gg = (_checks.opmath(t) for t in (grad, out, grad_grad_x))

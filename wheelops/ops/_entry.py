@@ -1,0 +1,45 @@
+"""How each public function reaches its native op: native code checks, Python explains.
+
+The native kernels check every argument: they must, since torch.ops.wheelops.* reaches
+them directly. Running the same checks in Python first, on every call, cost more than
+a small op itself, so a public function calls its op at once and runs its Python
+argument checks only when that call fails. A bad argument then raises the check's
+TypeError or ValueError, naming the argument, in place of the native RuntimeError; any
+other failure (out of memory, say) is raised as it came. Traced calls (torch.compile)
+check first, as the fake kernels do: a trace must not record a call that cannot run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from wheelops.ops import _autograd, _checks
+
+
+def run(op: str, check: Callable[[], object], overload: Any, *args: Any) -> Any:
+    """``overload(*args)`` for wheelops.`op`, whose argument checks are ``check()``;
+    ``args[0]`` is the tensor that says where the op runs."""
+    if torch.compiler.is_compiling():
+        check()
+        _checks.runnable(op, args[0])
+        return overload(*args)
+    try:
+        _checks.runnable(op, args[0])
+        return _autograd.call(overload, *args)
+    except Exception:
+        _explain(op, check, args[0])
+        raise
+
+
+def _explain(op: str, check: Callable[[], object], tensor: Any) -> None:
+    """Inside the `except` of a failed call: raise what the checks find, alone (the
+    native error would only repeat it as a RuntimeError); return if they find nothing."""
+    try:
+        check()
+        _checks.runnable(op, tensor)
+    except Exception as err:
+        err.__suppress_context__ = True
+        raise
