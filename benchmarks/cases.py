@@ -7,9 +7,11 @@ must match its results before anything is timed. ``forward_bytes`` and
 for the pass, at best (each input read once, each output written once); an
 implementation that moves more shows it as a lower GB/s.
 
-Shapes come in three profiles: ``full`` (the shapes that matter on a GPU),
-``quick`` (one representative shape per op) and ``tiny`` (the CPU smoke run:
-small, odd sizes, to check the harness and correctness, not speed).
+Shapes come in profiles: ``full`` (the shapes that matter on a GPU), ``quick``
+(one representative shape per op), ``tiny`` (the CPU smoke run: small, odd sizes,
+to check the harness and correctness, not speed), ``sweep`` (64K to 256M
+elements, for GB/s against size) and ``overhead`` (one tiny tensor, where the
+time is host work: Python, dispatcher, launches).
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ import torch.nn.functional as F
 Output = torch.Tensor | tuple[torch.Tensor, ...]
 Shape = tuple[int, ...]
 Profile = str  # "full", "quick" or "tiny"
-PROFILES: tuple[Profile, ...] = ("full", "quick", "tiny")
+PROFILES: tuple[Profile, ...] = ("full", "quick", "tiny", "sweep", "overhead")
+# The sweep: 64K to 256M elements, x4 a step.
+SWEEP_ELEMENTS = tuple(4**k for k in range(8, 15))
+SWEEP_HIDDEN = 4096
 
 ALPHA = 1.7  # relu_scale's scale: not a power of two, so the multiply really rounds
 LAYER_NORM_EPS = 1e-5
@@ -198,23 +203,31 @@ ROW_SHAPES: Mapping[Profile, tuple[Shape, ...]] = {
     "full": ((4096, 1024), (4096, 4096), (4096, 8192), (4096, 16384), (8192, 8192)),
     "quick": ((4096, 4096),),
     "tiny": ((5, 33),),
+    "sweep": tuple((n // SWEEP_HIDDEN, SWEEP_HIDDEN) for n in SWEEP_ELEMENTS),
+    "overhead": ((1, 64),),
 }
 # Image leading dims (the channel dim of 3 is added): one 16-megapixel image and a batch.
 IMAGE_SHAPES: Mapping[Profile, tuple[Shape, ...]] = {
     "full": ((4096, 4096), (8, 1024, 1024)),
     "quick": ((4096, 4096),),
     "tiny": ((5, 7), (2, 3, 5)),
+    "sweep": tuple((n // 1024, 1024) for n in SWEEP_ELEMENTS),  # pixels
+    "overhead": ((1, 64),),
 }
 VOLUME_SHAPES: Mapping[Profile, tuple[Shape, ...]] = {
     "full": ((256, 512, 512),),
     "quick": ((256, 512, 512),),
     "tiny": ((3, 5, 7),),
+    "sweep": tuple((n // 2**16, 256, 256) for n in SWEEP_ELEMENTS),
+    "overhead": ((1, 8, 8),),
 }
 # batch, input features, state size: a 4096-sequence batch through a 1024-wide cell.
 LLTM_SHAPES: Mapping[Profile, tuple[Shape, ...]] = {
     "full": ((4096, 1024, 1024),),
     "quick": ((4096, 1024, 1024),),
     "tiny": ((4, 6, 5),),
+    "sweep": (),  # its time is mostly GEMM: not a bandwidth curve
+    "overhead": ((1, 8, 16),),
 }
 
 

@@ -41,6 +41,13 @@ def measure_case(
     return rows
 
 
+def measure_forward(
+    case: Case, impls: Implementations, timer: Timer, device: torch.device
+) -> dict[str, Any]:
+    """The forward pass alone (the size sweep)."""
+    return _forward(case, impls, timer, case.inputs(device))
+
+
 def new_row(case: Case, pass_: str, inputs: Sequence[torch.Tensor] = ()) -> dict[str, Any]:
     spec = case.spec
     return {

@@ -21,7 +21,13 @@ COLUMNS = (
     "targets",
 )
 MARKS = {MET: "✓", MISSED: "✗"}
-SHORT = {"forward_bandwidth": "bw", "backward_bandwidth": "bw", "compile": "c", "eager": "e"}
+SHORT = {
+    "forward_bandwidth": "bw",
+    "backward_bandwidth": "bw",
+    "compile": "c",
+    "eager": "e",
+    "eager_parity": "p",
+}
 
 
 def render(data: dict[str, Any]) -> str:
@@ -36,7 +42,66 @@ def render(data: dict[str, Any]) -> str:
         notes = sorted({row["note"] for row in rows if row.get("note")})
         lines += [f"{note}." for note in notes] + ([""] if notes else [])
         lines += _table(rows)
+    lines += _overhead(data.get("overhead") or [])
+    lines += _sweep(data.get("sweep") or [])
     return "\n".join(lines) + "\n"
+
+
+def _overhead(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    met = sum(row["verdict"] == MET for row in rows)
+    lines = [
+        "",
+        "## Host overhead",
+        "",
+        "µs per call on one tiny tensor (the shape column), best of 5 rounds of `calls` "
+        "calls, the device synchronized once a round: PyTorch's formula against wheelops. "
+        "forward: inputs that need gradients (the graph is built); no_grad: under "
+        "torch.no_grad(); forward+backward: then torch.autograd.grad. Limit: the largest "
+        f"wheelops / torch ratio allowed. Met {met} of {len(rows)}.",
+        "",
+        "| op | mode | shape | torch µs | wheelops µs | ratio | limit | |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        shape = " ".join("x".join(map(str, s)) or "()" for s in row["shape"][:1])
+        mark = MARKS.get(row["verdict"], f"**{row['verdict'].upper()}**: {row.get('problem')}")
+        lines.append(
+            f"| {row['op']} | {row['mode']} | {shape} | {_num(row['torch_us'], 2)} | "
+            f"{_num(row['wheelops_us'], 2)} | {_num(row['ratio'], 2)} | {row['limit']:.2f} | "
+            f"{mark} |"
+        )
+    return lines
+
+
+def _sweep(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Size sweep (forward)",
+        "",
+        "GB/s = bytes that must move / median time; copy = dst.copy_(src) moving the same "
+        "bytes. The plot of these rows is sweep.png.",
+        "",
+        "| op | dtype | shape | MiB moved | wheelops GB/s | eager GB/s | compile GB/s "
+        "| copy GB/s | wheelops % copy |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        gbps = {
+            impl: (row.get(impl) or {}).get("gbps") for impl in ("wheelops", "eager", "compile")
+        }
+        copy = row.get("copy_gbps")
+        pct = 100 * gbps["wheelops"] / copy if gbps["wheelops"] and copy else None
+        mine = _num(gbps["wheelops"], 0) if row["status"] == "ok" else row["status"].upper()
+        lines.append(
+            f"| {row['op']} | {row['dtype']} | {row['label']} | {row['bytes'] / 2**20:,.2f} | "
+            f"{mine} | {_num(gbps['eager'], 0)} | {_num(gbps['compile'], 0)} | "
+            f"{_num(copy, 0)} | {_num(pct, 0)} |"
+        )
+    return lines
 
 
 def _header(data: dict[str, Any]) -> list[str]:

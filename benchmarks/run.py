@@ -2,10 +2,12 @@
 
     python benchmarks/run.py --out DIR [--ops layer_norm,softmax] [--dtypes bfloat16,float32]
                              [--quick] [--device cuda|cpu] [--reps N] [--no-compile]
+                             [--sections main,overhead,sweep]
     python benchmarks/run.py --only-table DIR/benchmark.json [--out DIR]
 
 Writes DIR/benchmark.json (rewritten after every case, so an interrupted run
-keeps what it measured) and DIR/benchmark.md. Progress goes to stderr. Exits 1
+keeps what it measured), DIR/benchmark.md and, with matplotlib, DIR/sweep.png.
+Progress goes to stderr. Exits 1
 when any wheelops result was wrong or failed, 2 on bad arguments or a wheelops
 that lacks a selected op. Run it as a script: it imports the installed wheelops,
 never a source tree next to it. See benchmarks/README.md.
@@ -24,13 +26,17 @@ import environment
 import torch
 from cases import OPS, OPS_BY_NAME, PROFILES, Case, OpSpec, cases
 from measure import PASSES, Implementations, measure_case, new_row
+from overhead import measure_overhead
+from plot import PLOT_NAME, plot_sweep
 from report import render
+from sweep import sweep_rows
 from targets import derive
 from timing import Timer, copy_bandwidth
 from verify import DEFAULT_TOLERANCE
 
 JSON_NAME, MARKDOWN_NAME = "benchmark.json", "benchmark.md"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sections (overhead, sweep), the eager-parity target
+SECTIONS = ("main", "overhead", "sweep")
 DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in DEFAULT_TOLERANCE}
 COMPILE_MODE = "default"
 # Enough compiled graphs per op for every shape x dtype x (forward, training) it meets.
@@ -55,6 +61,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, help="timed repetitions (default 30; quick 10)")
     parser.add_argument("--warmup", type=int, help="untimed calls first (default 5)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help="comma-separated from main (the tables), overhead (µs per call on a tiny "
+        "tensor), sweep (GB/s against size); default all",
+    )
+    parser.add_argument("--overhead-calls", type=int, help="calls per round of the overhead timing")
     parser.add_argument("--only-table", type=Path, metavar="JSON", help="re-render a JSON")
     args = parser.parse_args(argv)
     if args.only_table is None and args.out is None:
@@ -62,6 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     try:
         args.specs = select_ops(args.ops)
         args.dtype_list = select_dtypes(args.dtypes)
+        args.section_list = select_sections(args.sections)
     except ValueError as err:
         parser.error(str(err))
     if args.device == "cuda" and args.only_table is None and not torch.cuda.is_available():
@@ -91,6 +105,17 @@ def select_dtypes(names: str) -> tuple[torch.dtype, ...]:
     return tuple(DTYPES[name] for name in dict.fromkeys(wanted))
 
 
+def select_sections(names: str) -> tuple[str, ...]:
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in SECTIONS]
+    if unknown or not wanted:
+        raise ValueError(
+            f"unknown section(s) {', '.join(unknown) or '(none given)'}; known: "
+            f"{', '.join(SECTIONS)}"
+        )
+    return tuple(name for name in SECTIONS if name in wanted)
+
+
 def missing_ops(specs: list[OpSpec], wheelops: Any) -> list[str]:
     return [spec.name for spec in specs if not callable(getattr(wheelops, spec.name, None))]
 
@@ -108,12 +133,14 @@ def configure_compile() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.only_table is not None:
-        markdown = render(json.loads(args.only_table.read_text()))
+        saved = json.loads(args.only_table.read_text())
+        markdown = render(saved)
         if args.out is None:
             sys.stdout.write(markdown)
         else:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / MARKDOWN_NAME).write_text(markdown)
+            _plot(saved, args.out)
         return 0
 
     import wheelops
@@ -149,6 +176,7 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
     timer = Timer(device, reps=reps, warmup=warmup)
     copy_reps = 10 if on_gpu else 3
     copy = copy_bandwidth(timer, 2**30 if on_gpu else 2**24, reps=copy_reps)
+    overhead_calls = args.overhead_calls or (2000 if on_gpu else 100)
     configure_compile()
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -167,9 +195,13 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
             "compile_mode": COMPILE_MODE,
             "compile_dynamic": False,
             "compile_fullgraph": True,
+            "sections": list(args.section_list),
+            "overhead_calls": overhead_calls,
         },
         "copy_bandwidth": copy.to_dict(),
         "rows": [],
+        "overhead": [],
+        "sweep": [],
     }
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"copy bandwidth: {copy.gbps:.0f} GB/s ({timer.method})", file=sys.stderr)
@@ -183,13 +215,40 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
             if args.no_compile
             else torch.compile(spec.eager, dynamic=False, fullgraph=True),
         )
-        for case in cases(spec, profile, args.dtype_list):
-            for row in _measure(case, impls, timer, device):
-                data["rows"].append(derive(row, copy.gbps))
+        if "main" in args.section_list:
+            for case in cases(spec, profile, args.dtype_list):
+                for row in _measure(case, impls, timer, device):
+                    data["rows"].append(derive(row, copy.gbps))
+                    print(_progress(row, time.perf_counter() - started), file=sys.stderr)
+                _write(args.out, data, markdown=False)
+        if "sweep" in args.section_list:
+            # On the CPU the smoke run's shapes again: already compiled, so cheap.
+            sweep = cases(spec, "sweep" if on_gpu else "tiny", args.dtype_list[:1])
+            for row in sweep_rows(sweep, impls, timer, device, copy.gbps):
+                data["sweep"].append(row)
                 print(_progress(row, time.perf_counter() - started), file=sys.stderr)
             _write(args.out, data, markdown=False)
+        if "overhead" in args.section_list:
+            for case in cases(spec, "overhead", args.dtype_list[:1]):
+                rows = measure_overhead(case, spec.eager, impls.wheelops, device, overhead_calls)
+                data["overhead"] += rows
+                for row in rows:
+                    measured = (
+                        f"torch {row['torch_us']:.2f} us, wheelops {row['wheelops_us']:.2f} us "
+                        f"({row['ratio']:.2f}x)"
+                        if row["ratio"] is not None
+                        else f"ERROR: {row['problem']}"
+                    )
+                    print(
+                        f"[{time.perf_counter() - started:5.0f}s] {row['op']} {row['mode']} "
+                        f"overhead: {measured}",
+                        file=sys.stderr,
+                    )
+            _write(args.out, data, markdown=False)
     _write(args.out, data, markdown=True)
-    bad = [row for row in data["rows"] if row["status"] != "ok"]
+    _plot(data, args.out)
+    bad = [row for row in data["rows"] + data["sweep"] if row["status"] != "ok"]
+    bad += [row for row in data["overhead"] if row["verdict"] == "error"]
     print(
         f"wrote {args.out / JSON_NAME} and {MARKDOWN_NAME} in {time.perf_counter() - started:.0f} s"
         + (f"; {len(bad)} case(s) wrong or failed" if bad else ""),
@@ -228,6 +287,16 @@ def _progress(row: dict[str, Any], elapsed: float) -> str:
         f"[{elapsed:5.0f}s] {name}: wheelops {us(mine)}{pct}, eager {us(row['eager'])}, "
         f"compile {us(compiled)}{compile_s}"
     )
+
+
+def _plot(data: dict[str, Any], out: Path) -> None:
+    try:
+        path = plot_sweep(data, out)
+    except ImportError:
+        print(f"note: no {PLOT_NAME}: matplotlib is not installed", file=sys.stderr)
+        return
+    if path is not None:
+        print(f"wrote {path}", file=sys.stderr)
 
 
 def _write(out: Path, data: dict[str, Any], markdown: bool) -> None:

@@ -12,10 +12,12 @@ TARGETS: dict[str, str] = {
     "backward_bandwidth": "backward >= 80% of copy bandwidth",
     "compile": ">= 1.0x torch.compile",
     "eager": ">= 2x eager (where eager is unfused)",
+    "eager_parity": ">= 1.0x eager (never slower than PyTorch)",
 }
 BANDWIDTH_FRACTION = {"forward": 0.90, "backward": 0.80}
 COMPILE_SPEEDUP = 1.0
 EAGER_SPEEDUP = 2.0
+EAGER_PARITY = 1.0
 
 MET, MISSED, NOT_APPLICABLE = "met", "missed", "n/a"
 
@@ -54,6 +56,11 @@ def _verdicts(row: dict[str, Any]) -> dict[str, str]:
     if row.get("compile") is not None:
         speedup = row["speedup_vs_compile"] if ok else None
         verdicts["compile"] = MET if speedup is not None and speedup >= COMPILE_SPEEDUP else MISSED
+    if row.get("eager") is not None:
+        speedup = row["speedup_vs_eager"] if ok else None
+        verdicts["eager_parity"] = (
+            MET if speedup is not None and speedup >= EAGER_PARITY else MISSED
+        )
     if row["eager_unfused"]:
         speedup = row["speedup_vs_eager"] if ok else None
         verdicts["eager"] = MET if speedup is not None and speedup >= EAGER_SPEEDUP else MISSED

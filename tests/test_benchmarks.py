@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
+# benchmarks/ is on the path by pytest's `pythonpath` setting (pyproject.toml): the
+# harness is a directory of scripts, run as `python benchmarks/run.py`.
+import cases
+import overhead
+import plot
 import pytest
+import run
+import targets
 import torch
+import verify
 
 import wheelops
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import cases  # noqa: E402
-import run  # noqa: E402
-import targets  # noqa: E402
-import verify  # noqa: E402
 
 AVAILABLE = [spec.name for spec in cases.OPS if callable(getattr(wheelops, spec.name, None))]
 IMPL_KEYS = {"median_us", "min_us", "reps", "gbps", "pct_copy"}
@@ -105,7 +104,32 @@ def test_smoke_run_checks_and_times_every_available_op(tmp_path):
         assert row["targets"].keys() == targets.TARGETS.keys()
         assert set(row["targets"].values()) <= {"met", "missed", "n/a"}
 
+    # The sweep: the forward of every op at its smoke shapes, first dtype only.
+    sweep = data["sweep"]
+    assert {(r["op"], r["dtype"], r["label"]) for r in sweep} == {
+        (case.spec.name, case.dtype_name, case.label)
+        for spec in cases.OPS
+        if spec.name in AVAILABLE
+        for case in cases.cases(spec, "tiny", (torch.float32,))
+    }
+    for row in sweep:
+        assert row["pass"] == "forward" and row["status"] == "ok"
+        assert row["copy_gbps"] > 0 and row["elements"] == math.prod(row["input_shapes"][0])
+
+    # Host overhead: every mode the op has, the verdict the one its ratio and limit give.
+    modes = {(r["op"], r["mode"]) for r in data["overhead"]}
+    for spec in cases.OPS:
+        if spec.name in AVAILABLE:
+            wanted = overhead.MODES if spec.has_backward else overhead.MODES[:2]
+            assert {mode for op, mode in modes if op == spec.name} == set(wanted)
+    for row in data["overhead"]:
+        assert row["torch_us"] > 0 and row["wheelops_us"] > 0
+        assert row["ratio"] == pytest.approx(row["wheelops_us"] / row["torch_us"])
+        assert row["limit"] == overhead.LIMITS["cpu"][row["mode"]]
+        assert row["verdict"] == ("met" if row["ratio"] <= row["limit"] else "missed")
+
     markdown = (tmp_path / run.MARKDOWN_NAME).read_text()
+    assert "\n## Host overhead\n" in markdown and "\n## Size sweep (forward)\n" in markdown
     for op in AVAILABLE:
         assert f"\n## {op}\n" in markdown
     rerendered = tmp_path / "again"
@@ -176,7 +200,12 @@ def test_every_op_has_cases_in_every_profile():
     assert len({spec.name for spec in cases.OPS}) == len(cases.OPS) == 10
     for spec in cases.OPS:
         for profile in cases.PROFILES:
+            if (spec.name, profile) == ("lltm", "sweep"):  # GEMM-bound: no bandwidth curve
+                assert not spec.shapes[profile]
+                continue
             assert cases.cases(spec, profile, (torch.bfloat16, torch.float32)), (spec, profile)
+    sweep = cases.cases(cases.OPS_BY_NAME["softmax"], "sweep", (torch.bfloat16,))
+    assert [math.prod(case.shape) for case in sweep] == [4**k for k in range(8, 15)]
     full = {spec.name: cases.cases(spec, "full", (torch.bfloat16,)) for spec in cases.OPS}
     assert [case.label for case in full["layer_norm"]] == [
         "4096x1024",
@@ -280,8 +309,28 @@ def test_targets_are_judged_from_times_and_bytes():
         "forward_bandwidth": "met",
         "backward_bandwidth": "n/a",
         "compile": "met",
-        "eager": "missed",
+        "eager": "missed",  # 1.9x < 2x
+        "eager_parity": "met",  # 1.9x >= 1.0x
     }
     backward = targets.derive({**row, "pass": "backward", "eager_unfused": False}, 4000.0)
     assert backward["targets"]["backward_bandwidth"] == "missed"  # 75% < 80%
     assert backward["targets"]["eager"] == "n/a"
+    slower = targets.derive({**row, "eager": {"median_us": 0.9}}, 3200.0)
+    assert slower["targets"]["eager_parity"] == "missed"
+
+
+def test_the_sweep_is_plotted(tmp_path):
+    pytest.importorskip("matplotlib")
+    row = {"op": "softmax", "dtype": "bfloat16", "bytes": 2**20, "copy_gbps": 100.0}
+    rows = [
+        {**row, "bytes": 2**20 * k, **{impl: {"gbps": 10.0 * k} for impl in ("wheelops", "eager")}}
+        for k in (1, 4, 16)
+    ]
+    data = {
+        "environment": {"wheelops": "0", "torch": "2", "torch_cuda": None, "device_name": "x"},
+        "sweep": rows,
+    }
+    path = plot.plot_sweep(data, tmp_path)
+    assert path == tmp_path / plot.PLOT_NAME
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot.plot_sweep({**data, "sweep": []}, tmp_path / "none") is None

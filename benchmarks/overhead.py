@@ -1,0 +1,111 @@
+"""Host overhead: microseconds per call on one tiny tensor, PyTorch's formula vs wheelops.
+
+On a tensor this small the device does almost nothing: the time is Python, the
+dispatcher, autograd and (on CUDA) the launches, the cost a model pays per call at
+batch 1. Each implementation is called many times in a loop (the device synchronized
+once at the end, so launches overlap as in a model); the best of a few rounds is
+reported, per call. Three modes:
+
+- ``forward``: inputs that need gradients, grad mode on (a training forward: the
+  autograd graph is built);
+- ``no_grad``: the same call under ``torch.no_grad()`` (inference);
+- ``forward+backward``: the forward, then ``torch.autograd.grad`` of its outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from cases import Case, Output
+from verify import as_tuple
+
+MODES = ("forward", "no_grad", "forward+backward")
+# wheelops time / PyTorch time may be at most this, per device type and mode.
+LIMITS: dict[str, dict[str, float]] = {
+    "cuda": {"forward": 1.25, "no_grad": 1.25, "forward+backward": 1.0},
+    "cpu": {"forward": 3.0, "no_grad": 3.0, "forward+backward": 1.5},
+}
+ROUNDS = 5
+
+
+def measure_overhead(
+    case: Case,
+    eager: Callable[..., Output],
+    wheelops: Callable[..., Output],
+    device: torch.device,
+    calls: int,
+) -> list[dict[str, Any]]:
+    """One row per mode the op has: both implementations' µs per call and the verdict."""
+    inputs = case.inputs(device)
+    spec = case.spec
+    wanted = set(spec.grad_inputs) if spec.has_backward else set()
+    leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
+    wrt = tuple(leaves[i] for i in sorted(wanted))
+    grads = tuple(torch.ones_like(out) for out in as_tuple(eager(*leaves)))
+    modes = MODES if wanted else MODES[:2]
+    rows = []
+    for mode in modes:
+        step: dict[str, Callable[[], object]] = {}
+        for name, fn in (("torch", eager), ("wheelops", wheelops)):
+            if mode == "forward+backward":
+                step[name] = _forward_backward(fn, leaves, wrt, grads)
+            else:
+                step[name] = (lambda f: lambda: f(*leaves))(fn)
+        row: dict[str, Any] = {
+            "op": spec.name,
+            "mode": mode,
+            "dtype": case.dtype_name,
+            "shape": [list(t.shape) for t in inputs],
+            "calls": calls,
+            "limit": LIMITS[device.type][mode],
+        }
+        try:
+            times = {
+                name: per_call_us(run, device, calls, no_grad=mode == "no_grad")
+                for name, run in step.items()
+            }
+        except Exception as err:  # reported in the results; the run goes on
+            row.update(torch_us=None, wheelops_us=None, ratio=None, verdict="error")
+            row["problem"] = f"{type(err).__name__}: {err}"[:500]
+        else:
+            ratio = times["wheelops"] / times["torch"]
+            row.update(torch_us=times["torch"], wheelops_us=times["wheelops"], ratio=ratio)
+            row.update(verdict="met" if ratio <= row["limit"] else "missed", problem=None)
+        rows.append(row)
+    return rows
+
+
+def _forward_backward(
+    fn: Callable[..., Output],
+    leaves: tuple[torch.Tensor, ...],
+    wrt: tuple[torch.Tensor, ...],
+    grads: tuple[torch.Tensor, ...],
+) -> Callable[[], object]:
+    return lambda: torch.autograd.grad(as_tuple(fn(*leaves)), wrt, grads)
+
+
+def per_call_us(
+    fn: Callable[[], object], device: torch.device, calls: int, no_grad: bool = False
+) -> float:
+    """Best of ROUNDS rounds of `calls` calls, in µs per call, the device synchronized
+    after each round."""
+    best = float("inf")
+    with torch.no_grad() if no_grad else torch.enable_grad():
+        for _ in range(max(calls // 10, 1)):  # warm-up: caches, allocator, first launches
+            fn()
+        _synchronize(device)
+        for _ in range(ROUNDS):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            _synchronize(device)
+            best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,47 @@
+"""GB/s against size: each op's forward from 64K to 256M elements, with copy beside it.
+
+Every point is a forward case of its own (checked against eager, then timed like
+the main table); the copy curve times ``dst.copy_(src)`` moving the same bytes as
+the op at each point, so the plot shows where each implementation stands against
+what the memory can do at that size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from cases import Case
+from measure import Implementations, measure_forward, new_row
+from targets import derive
+from timing import Timer, copy_bandwidth
+
+
+def sweep_rows(
+    cases: list[Case], impls: Implementations, timer: Timer, device: torch.device, copy_gbps: float
+) -> list[dict[str, Any]]:
+    """One forward row per case, with the copy bandwidth measured at its byte count."""
+    rows = []
+    for case in cases:
+        try:
+            row = measure_forward(case, impls, timer, device)
+        except Exception as err:  # out of memory at the largest size, say: reported
+            row = new_row(case, "forward", case.inputs(torch.device("meta")))
+            row.update(status="error", problem=f"{type(err).__name__}: {err}"[:500])
+        row = derive(row, copy_gbps)
+        row["elements"] = _elements(row)
+        nbytes = row["bytes"]
+        # copy_bandwidth counts read + write: copying nbytes / 2 moves the op's bytes.
+        row["copy_gbps"] = copy_bandwidth(timer, max(nbytes // 2, 4), reps=5).gbps
+        rows.append(row)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _elements(row: dict[str, Any]) -> int:
+    first = row["input_shapes"][0]
+    count = 1
+    for n in first:
+        count *= n
+    return count
