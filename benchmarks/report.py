@@ -109,8 +109,18 @@ def _header(data: dict[str, Any]) -> list[str]:
     build = env.get("wheelops_build")
     built = ""
     if isinstance(build, dict):
-        cuda = build.get("cuda_version")
-        kind = f"CUDA {cuda} build, archs {build.get('cuda_arch_list')}" if cuda else "CPU build"
+        libraries = build.get("cuda_libraries") or []
+        kind = (
+            f"{build.get('built_as', '')} build; CUDA libraries: "
+            + ", ".join(
+                f"{lib.get('file')} (CUDA {lib.get('cuda_version')}, archs {lib.get('arch_list')})"
+                for lib in libraries
+            )
+            if libraries
+            else f"CUDA {build['cuda_version']} build, archs {build.get('cuda_arch_list')}"
+            if build.get("cuda_version")  # build facts of schema 1
+            else "CPU build"
+        )
         dev = ", dev mode" if build.get("dev_mode") else ""
         built = (
             f" ({kind}, commit {str(build.get('git_commit'))[:12]}, "
@@ -149,10 +159,10 @@ def _summary(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["## Targets", "", "| target | met | missed |", "|---|---|---|"]
     missed_lines: list[str] = []
     for key, text in TARGETS.items():
-        verdicts = [row["targets"][key] for row in rows]
+        verdicts = [row["targets"].get(key) for row in rows]
         lines.append(f"| {text} | {verdicts.count(MET)} | {verdicts.count(MISSED)} |")
         for row in rows:
-            if row["targets"][key] == MISSED:
+            if row["targets"].get(key) == MISSED:
                 missed_lines.append(f"- {_case_name(row)}: {text} ({_achieved(row, key)})")
     bad = [row for row in rows if row["status"] != "ok"]
     uncompiled = [row for row in rows if row.get("compile_problem")]

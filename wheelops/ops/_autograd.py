@@ -69,7 +69,14 @@ def call(overload: Any, *args: Any) -> Any:
     autograd.Function when an input needs a gradient, else the op straight below
     autograd. Everything else takes the full path.
     """
-    if torch.compiler.is_compiling() or _may_carry_tangents() or _C._has_torch_function(args):
+    if torch.compiler.is_compiling():
+        return overload(*args)
+    return call_eager(overload, args)
+
+
+def call_eager(overload: Any, args: tuple) -> Any:
+    """`call` where the caller knows that torch.compile is not tracing."""
+    if _may_carry_tangents() or _C._has_torch_function(args):
         return overload(*args)
     if _C.is_grad_enabled() and _C._any_requires_grad(*args):
         function, defaults = _FUNCTIONS[overload]

@@ -106,14 +106,15 @@ def one_of(op: str, name: str, value: object, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def runnable(op: str, tensor: torch.Tensor) -> None:
-    """The native libraries are loaded and have kernels for the tensor's device and GPU."""
+def runnable(op: str, tensor: torch.Tensor, tracing: bool | None = None) -> None:
+    """The native libraries are loaded and have kernels for the tensor's device and GPU.
+    `tracing`: whether torch.compile is tracing, when the caller knows."""
     loader.require(op)
     if tensor.is_cuda:
         loader.require_cuda_kernels(op, tensor)
         # Under torch.compile the fake kernel checks the GPU, at trace time.
-        if not torch.compiler.is_compiling():
-            loader.check_device(op, tensor.device.index)
+        if not (torch.compiler.is_compiling() if tracing is None else tracing):
+            loader.check_device(op, tensor.get_device())
 
 
 def gpu_supported(op: str, tensor: torch.Tensor) -> None:

@@ -24,11 +24,11 @@ def run(op: str, check: Callable[[], object], overload: Any, *args: Any) -> Any:
     ``args[0]`` is the tensor that says where the op runs."""
     if torch.compiler.is_compiling():
         check()
-        _checks.runnable(op, args[0])
+        _checks.runnable(op, args[0], tracing=True)
         return overload(*args)
     try:
-        _checks.runnable(op, args[0])
-        return _autograd.call(overload, *args)
+        _checks.runnable(op, args[0], tracing=False)
+        return _autograd.call_eager(overload, args)
     except Exception:
         _explain(op, check, args[0])
         raise

@@ -92,11 +92,15 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     x, weight, _bias, _eps = inputs
     _out, mean, rstd = output
     ctx.mark_non_differentiable(mean, rstd)
+    # Their gradients are never used: left undefined, not filled with zeros (a launch each).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(x, weight, mean, rstd)
     ctx.save_for_forward(x, weight, mean, rstd)
 
 
-def _backward(ctx: Any, grad: torch.Tensor, _grad_mean: Any, _grad_rstd: Any) -> tuple:
+def _backward(ctx: Any, grad: torch.Tensor | None, _grad_mean: Any, _grad_rstd: Any) -> tuple:
+    if grad is None:  # grads are not materialized (setup_context): nothing flows back
+        return None, None, None, None
     x, weight, mean, rstd = ctx.saved_tensors
     x_grad, weight_grad, bias_grad = ctx.needs_input_grad[:3]
     grad_x, grad_weight, grad_bias = _autograd.call(

@@ -89,11 +89,15 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     x, weight, _eps = inputs
     _out, rstd = output
     ctx.mark_non_differentiable(rstd)
+    # Their gradients are never used: left undefined, not filled with zeros (a launch each).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(x, weight, rstd)
     ctx.save_for_forward(x, weight, rstd)
 
 
-def _backward(ctx: Any, grad: torch.Tensor, _grad_rstd: Any) -> tuple:
+def _backward(ctx: Any, grad: torch.Tensor | None, _grad_rstd: Any) -> tuple:
+    if grad is None:  # grads are not materialized (setup_context): nothing flows back
+        return None, None, None
     x, weight, rstd = ctx.saved_tensors
     x_grad, weight_grad = ctx.needs_input_grad[:2]
     grad_x, grad_weight = _autograd.call(
