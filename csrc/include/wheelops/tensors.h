@@ -18,6 +18,17 @@
 #include <optional>
 #include <vector>
 
+#include "wheelops/error.h"
+
+// torch >= 2.11's headers have a check that carries the failed call's own message
+// (out of memory, say); torch 2.10's, which a dev build may compile against, do not.
+#ifdef STABLE_TORCH_ERROR_CODE_CHECK
+#define WHEELOPS_SHIM_CHECK(call) STABLE_TORCH_ERROR_CODE_CHECK(call)
+#else
+#define WHEELOPS_SHIM_CHECK(call) \
+  WHEELOPS_CHECK((call) == AOTI_TORCH_SUCCESS, "wheelops: ", #call, " failed")
+#endif
+
 namespace wheelops {
 
 using torch::headeronly::ScalarType;
@@ -48,15 +59,15 @@ inline Tensor allocate(
   if (dtype.has_value()) {
     aoti_dtype = torch::stable::detail::to<int32_t>(torch::stable::detail::from(*dtype));
   } else {
-    STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &aoti_dtype));
+    WHEELOPS_SHIM_CHECK(aoti_torch_get_dtype(like.get(), &aoti_dtype));
   }
   int32_t device_type = 0;
   int32_t device_index = 0;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
+  WHEELOPS_SHIM_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  WHEELOPS_SHIM_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
   AtenTensorHandle handle = nullptr;
   // Failing (out of memory, say), it throws with torch's own message.
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
+  WHEELOPS_SHIM_CHECK(aoti_torch_empty_strided(
       ndim, sizes.data(), strides.data(), aoti_dtype, device_type, device_index, &handle));
   return Tensor(handle);
 }
