@@ -14,6 +14,7 @@ reported, per call. Three modes:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,7 +54,7 @@ def measure_overhead(
             if mode == "forward+backward":
                 step[name] = _forward_backward(fn, leaves, wrt, grads)
             else:
-                step[name] = (lambda f: lambda: f(*leaves))(fn)
+                step[name] = functools.partial(fn, *leaves)
         row: dict[str, Any] = {
             "op": spec.name,
             "mode": mode,

@@ -65,7 +65,7 @@ def _overhead(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        shape = " ".join("x".join(map(str, s)) or "()" for s in row["shape"][:1])
+        shape = "x".join(map(str, row["shape"][0])) or "()"  # the first input's
         mark = MARKS.get(row["verdict"], f"**{row['verdict'].upper()}**: {row.get('problem')}")
         lines.append(
             f"| {row['op']} | {row['mode']} | {shape} | {_num(row['torch_us'], 2)} | "

@@ -8,6 +8,7 @@ what the memory can do at that size.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -40,8 +41,4 @@ def sweep_rows(
 
 
 def _elements(row: dict[str, Any]) -> int:
-    first = row["input_shapes"][0]
-    count = 1
-    for n in first:
-        count *= n
-    return count
+    return math.prod(row["input_shapes"][0])

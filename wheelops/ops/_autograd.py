@@ -78,7 +78,7 @@ def call_eager(overload: Any, args: tuple) -> Any:
     """`call` where the caller knows that torch.compile is not tracing."""
     if _may_carry_tangents() or _C._has_torch_function(args):
         return overload(*args)
-    if _C.is_grad_enabled() and _C._any_requires_grad(*args):
+    if _wants_gradient(args):
         function, defaults = _FUNCTIONS[overload]
         return function.apply(*args, *defaults[len(args) :], None)
     return _below_autograd(overload, args)

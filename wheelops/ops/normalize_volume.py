@@ -18,17 +18,21 @@ _FLOAT32_ROUNDS_TO_ZERO = 2.0**-150
 _FLOAT32_ROUNDS_TO_INF = 2.0**128 - 2.0**103
 
 
+def _check_max_value_type(max_value: object) -> None:
+    if isinstance(max_value, bool) or not isinstance(max_value, (int, float)):
+        raise TypeError(
+            "wheelops.normalize_volume: argument 'max_value' must be a Python int or float, "
+            f"got {type(max_value).__name__}"
+        )
+
+
 def _check(vol: object, max_value: object) -> None:
     op = "normalize_volume"
     _checks.tensor_of(
         op, "vol", vol, (torch.uint16,), "torch.uint16",
         "e.g. vol.view(torch.uint16) for raw 16-bit scanner data read as int16",
     )  # fmt: skip
-    if isinstance(max_value, bool) or not isinstance(max_value, (int, float)):
-        raise TypeError(
-            f"wheelops.{op}: argument 'max_value' must be a Python int or float, "
-            f"got {type(max_value).__name__}"
-        )
+    _check_max_value_type(max_value)
     try:
         value = float(max_value)
     except OverflowError:
@@ -61,8 +65,7 @@ def normalize_volume(vol: torch.Tensor, max_value: float) -> torch.Tensor:
         >>> wheelops.normalize_volume(vol, 4095)
         tensor([0.0000, 0.2501, 1.0000])
     """
-    if isinstance(max_value, bool) or not isinstance(max_value, (int, float)):
-        _check(vol, max_value)  # the op's schema would take a bool or a 0-dim tensor
+    _check_max_value_type(max_value)  # the op's schema would take a bool or a 0-dim tensor
     return _entry.run(
         "normalize_volume",
         lambda: _check(vol, max_value),
