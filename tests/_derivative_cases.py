@@ -60,6 +60,16 @@ def _lltm_inputs(shape, dtype, device, seed):
     return make_lltm_inputs(batch, 3, 4, dtype, device, seed)
 
 
+def _linear_inputs(shape, dtype, device, seed):
+    # input [*, in], weight [out, in], bias [out], out = in + 2
+    features = shape[-1]
+    return (
+        randn(shape, dtype, device, seed),
+        randn((features + 2, features), dtype, device, seed + 1),
+        randn((features + 2,), dtype, device, seed + 2),
+    )
+
+
 CASES = [
     Case("add", wheelops.add, torch.add, _two, True, "add"),
     Case(
@@ -119,6 +129,22 @@ CASES = [
         "silu_and_mul_backward",
     ),
     Case("lltm", wheelops.lltm, eager_lltm, _lltm_inputs, False, "lltm_gates_backward"),
+    Case(
+        "fused_linear_gelu",
+        wheelops.fused_linear_gelu,
+        lambda x, w, b: F.gelu(F.linear(x, w, b)),
+        _linear_inputs,
+        False,
+        "fused_linear_gelu_backward",
+    ),
+    Case(
+        "fused_linear_gelu_tanh_no_bias",
+        lambda x, w: wheelops.fused_linear_gelu(x, w, None, "tanh"),
+        lambda x, w: F.gelu(F.linear(x, w), approximate="tanh"),
+        lambda shape, dtype, device, seed: _linear_inputs(shape, dtype, device, seed)[:2],
+        False,
+        "fused_linear_gelu_backward",
+    ),
 ]
 CASE_IDS = [case.name for case in CASES]
 

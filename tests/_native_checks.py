@@ -109,6 +109,16 @@ def _calls(device: str) -> list[tuple[str, Callable[[], object], str]]:
             r"'vol' has dtype Short; expected uint16",
         ),
         (
+            "fused_linear_gelu",
+            lambda: ops.fused_linear_gelu.default(x, t(4, 2), t(4)),
+            r"'weight' must have shape \[out_features, 3\] .*, got \[4, 2\]",
+        ),
+        (
+            "fused_linear_gelu_backward",
+            lambda: ops.fused_linear_gelu_backward.default(t(2, 5), x, t(4, 3), t(2, 4)),
+            r"'grad' must have shape \[2, 4\] .*, got \[2, 5\]",
+        ),
+        (
             "lltm_gates",
             lambda: ops.lltm_gates.default(t(4, 15), t(4, 6)),
             r"'old_cell' must have shape \[4, 5\] .*, got \[4, 6\]",

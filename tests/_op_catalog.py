@@ -154,6 +154,17 @@ CATALOG: tuple[OpCase, ...] = (
         differentiable=False,
     ),
     OpCase(
+        "fused_linear_gelu",
+        # out_features = cols + 3: never the batch size, so an exported batch stays dynamic
+        lambda g, r, c, dt, dev: (
+            _randn(g, (r, c), dt, dev),
+            _randn(g, (c + 3, c), dt, dev, scale=1 / math.sqrt(c)),
+            _randn(g, (c + 3,), dt, dev, scale=0.5),
+        ),
+        wheelops.fused_linear_gelu,
+        lambda x, w, b: F.gelu(F.linear(x, w, b)),
+    ),
+    OpCase(
         "lltm",
         lambda g, r, c, dt, dev: (
             _randn(g, (r, 8), dt, dev),
