@@ -93,6 +93,8 @@ class Situation:
     cuda_override: int | None = None
     damaged_files: tuple[Any, ...] | None = None
     other_installs: tuple[str, ...] = ()
+    changed_libraries: dict[str, str] = field(default_factory=dict)
+    installed_version: str | None = "0.1.0+cu130"  # METADATA's: the recorded cu130 wheel
 
 
 AT_IMPORT = [
@@ -125,6 +127,32 @@ AT_IMPORT = [
     Situation(
         "a library for another CPU (the loader itself would say 'No such file or directory')",
         files=(_file("cpu", f"{CPU_FILE} was built for aarch64; this machine is x86_64"),),
+    ),
+    Situation(
+        "another file in the library's place (a sibling wheelops library, another build) or "
+        "bytes changed inside it: import reads each library it loads back against the "
+        "wheel's RECORD first (loading it could abort the process)",
+        changed_libraries={"cpu": "changed (its sha256 differs from the wheel's RECORD)"},
+    ),
+    Situation(
+        "`WHEELOPS_CUDA_LIBRARY` set to something other than 12 or 13",
+        build=UNIVERSAL,
+        files=(_file("cpu"), _file("cuda12"), _file("cuda13")),
+        cuda_override="0",
+        installed_version="0.1.0",
+    ),
+    Situation(
+        "`WHEELOPS_CUDA_LIBRARY=12` where the CUDA 12 runtime is not on the loader's path",
+        build=UNIVERSAL,
+        files=(_file("cpu"), _file("cuda12"), _file("cuda13")),
+        cuda_override="12",
+        installed_version="0.1.0",
+        load_failures=_loader_said(
+            "cuda12",
+            "libcudart.so.12: cannot open shared object file: No such file or directory",
+            build=UNIVERSAL,
+        ),
+        check="load CUDA 12 library",
     ),
     Situation(
         "a 32-bit library",
@@ -218,7 +246,7 @@ IN_THE_REPORT = [
 IN_THE_REPORT += [
     Situation(
         "a file of the install differs from the wheel (the doctor reads each back against "
-        "RECORD; import does not)",
+        "RECORD; import reads only the libraries it loads)",
         damaged_files=(
             record.FileDamage(
                 f"{SITE}/nn/softmax.py", "changed (its sha256 differs from the wheel's RECORD)"
@@ -265,6 +293,8 @@ def finding(situation: Situation) -> Any:
         cuda_override=situation.cuda_override,
         damaged_files=situation.damaged_files,
         other_installs=situation.other_installs,
+        changed_libraries=situation.changed_libraries,
+        installed_version=situation.installed_version,
     )
     if situation.check:
         return report.finding(situation.check)

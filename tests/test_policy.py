@@ -288,29 +288,43 @@ def test_guard_off_reports_but_does_not_refuse():
     assert evaluate(CPU_BUILD, CUDA_TORCH, matrix(), files=files, guard=False).exit_status == 1
 
 
+PYPI_REINSTALL = "pip install --force-reinstall --no-deps wheelops"
+
+
 @pytest.mark.parametrize(
-    ("facts", "check", "fix"),
+    ("facts", "installed_version", "check", "fix"),
     [
         (
             UnreadableBuildInfo("/w/_build_info.json", "missing", False),
+            "0.1.0",  # PyPI's universal wheel: reinstall it, not a slim variant (issue #29)
             "build facts",
-            f"{REINSTALL}/cu130",
+            PYPI_REINSTALL,
         ),
         (
             UnreadableBuildInfo("/w/_build_info.json", "unreadable (JSONDecodeError: x)", False),
+            "0.1.0+cu130",
             "build facts",
             f"{REINSTALL}/cu130",
         ),
         (
+            UnreadableBuildInfo("/w/_build_info.json", "unreadable (TypeError: x)", False),
+            None,  # METADATA unreadable too: PyPI's wheel serves every torch
+            "build facts",
+            PYPI_REINSTALL,
+        ),
+        (
             UnreadableBuildInfo("/w/_build_info.json", "missing", True),
+            None,
             "native libraries",
             "python -m wheelops.jit",
         ),
     ],
 )
-def test_unreadable_build_facts_are_fatal(facts, check, fix):
+def test_unreadable_build_facts_are_fatal(facts, installed_version, check, fix):
     # Issue #15, bug 1: the doctor said "DEGRADED: this install works here" (exit 0).
-    report = evaluate(facts, CUDA_TORCH, matrix(), files=FILES[:1])
+    report = evaluate(
+        facts, CUDA_TORCH, matrix(), files=FILES[:1], installed_version=installed_version
+    )
     assert report.exit_status == 1 and report.to_load == ()
     (finding,) = report.findings
     assert finding.check == check and finding.fix == (fix,)
@@ -319,7 +333,7 @@ def test_unreadable_build_facts_are_fatal(facts, check, fix):
 
 def test_refusal_message_has_both_sides_and_every_fix():
     build = with_cuda(cuda_version="12.8")
-    text = format_findings("headline", [by_check(build, CUDA_TORCH)["CUDA"]])
+    text = format_findings("headline", [by_check(build, CUDA_TORCH)["CUDA"]], skippable=True)
     assert "build: CUDA 12.8" in text and "here:  CUDA 13.0 (torch 2.11.0+cu130)" in text
     assert f"\n  fix:   {REINSTALL}/cu130\n" in text
     assert (
@@ -390,8 +404,72 @@ def test_the_experts_override_picks_the_cuda_12_library_and_says_so():
     assert [c.role for c in report.to_load] == ["cpu", "cuda12"]
     finding = report.finding("CUDA")
     assert finding.status is Status.DEGRADED and "WHEELOPS_CUDA_LIBRARY=12" in finding.message
-    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override=11)
-    assert report.exit_status == 1 and "has CUDA 12.4, 13.0 only" in report.finding("CUDA").message
-    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override="twelve")
-    assert report.exit_status == 1 and "is not a CUDA major" in report.finding("CUDA").message
-    assert report.finding("CUDA").fix == ("unset WHEELOPS_CUDA_LIBRARY",)
+    assert "chooses the CUDA 12.4 library" in finding.message  # not "is loaded": it may fail
+    report = report_of(CU130_BUILD, CUDA_TORCH, cuda_override="12")
+    assert report.exit_status == 1 and "has CUDA 13.0 only" in report.finding("CUDA").message
+
+
+@pytest.mark.parametrize("value", ["0", "11", "99", "twelve", "cuda12", "12.4", "-12"])
+def test_the_override_takes_a_cuda_major_wheelops_builds_and_nothing_else(value):
+    # Issue #29: WHEELOPS_CUDA_LIBRARY=0 loaded the CUDA 13 library.
+    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override=value)
+    assert report.exit_status == 1 and report.to_load == ()
+    finding = report.finding("CUDA")
+    assert f"WHEELOPS_CUDA_LIBRARY={value!r} is not a CUDA major" in finding.message
+    assert "(12 or 13)" in finding.message
+    assert finding.fix == ("unset WHEELOPS_CUDA_LIBRARY",)
+
+
+def test_a_failed_override_library_is_cured_by_unsetting_the_override():
+    # Issue #29: the first fix was a reinstall from an index without a CUDA 12 library.
+    failure = LoadFailure("cuda-major", "needs libcudart.so.12", "libcudart.so.12: cannot open")
+    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override="12",
+                       load_failures={"cuda12": failure})  # fmt: skip
+    assert report.exit_status == 1
+    assert report.fixes[0] == "unset WHEELOPS_CUDA_LIBRARY"
+    assert "unset it" in report.finding("load CUDA 12 library").message
+
+
+def test_a_library_changed_since_install_is_fatal_with_the_plain_reinstall():
+    # Issue #29: a sibling library in its place aborted the process; bytes changed in its
+    # middle loaded. Import hashes the libraries it loads; the policy refuses a changed one.
+    changed = {"cuda13": "changed (its sha256 differs from the wheel's RECORD)"}
+    report = report_of(UNIVERSAL, CUDA_TORCH, changed_libraries=changed, installed_version="0.1.0")
+    assert report.exit_status == 1 and report.to_load == ()
+    finding = report.finding("CUDA 13 library")
+    assert finding.status is Status.FATAL and "/w/_ops_cuda13.abi3.so is changed" in finding.message
+    assert finding.fix == (PYPI_REINSTALL,) and not report.skippable
+    text = format_findings("headline", [finding], report.skippable)
+    assert "WHEELOPS_SKIP_GUARD=1 does not skip these" in text
+
+
+def test_the_skip_switch_is_offered_only_where_it_would_let_the_load_go_on():
+    mismatch = report_of(with_cuda(cuda_version="12.8"), CUDA_TORCH)
+    assert mismatch.skippable
+    skipped = report_of(with_cuda(cuda_version="12.8"), CUDA_TORCH, guard=False)
+    assert skipped.exit_status == 0 and not skipped.skippable
+    broken = (FILES[0], LibraryFile("cuda13", "/w/_ops_cuda13.abi3.so", exists=False))
+    damaged = evaluate(CU130_BUILD, CUDA_TORCH, matrix(), files=broken, guard=False)
+    assert damaged.exit_status == 1 and not damaged.skippable
+
+
+def test_an_import_failure_the_doctor_ran_past_is_fatal():
+    report = report_of(
+        UNIVERSAL, CUDA_TORCH, import_failure="SyntaxError: x", installed_version="0.1.0"
+    )
+    finding = report.finding("import")
+    assert report.exit_status == 1 and finding.message == "SyntaxError: x"
+    assert finding.fix == (PYPI_REINSTALL,)
+
+
+@pytest.mark.parametrize(
+    ("build", "fix"),
+    [
+        (UNIVERSAL, 'pip install --upgrade "torch>=2.10"'),  # PyPI: there is no whl/universal
+        (CU130_BUILD, f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/cu130'),
+        (CPU_BUILD, f'pip install --upgrade "torch>=2.10" --index-url {TORCH_INDEX}/cpu'),
+    ],
+)
+def test_no_torch_is_fixed_from_an_index_that_exists(build, fix):
+    report = report_of(build, replace(CUDA_TORCH, torch_version=None, torch_cuda=None))
+    assert report.finding("torch").fix == (fix,)

@@ -7,47 +7,55 @@ how this install was built; ``python -m wheelops`` whether it suits this machine
 ``cmake_prefix_path`` and ``library_paths()`` serve C++ programs (README: Deploy).
 """
 
-from wheelops._damage import DamagedInstallError, damaged_install
+from wheelops._damage import DamagedInstallError, damaged_install, imported_by_doctor
+
+# What stopped the import, kept for `python -m wheelops`, which reports it (and exits 1)
+# instead of dying of it; any other importer gets it raised.
+_import_error = None
+__all__ = ["DamagedInstallError"]
 
 try:
+    from wheelops._compat import early as _early
+    from wheelops._compat.early import CompatibilityError, UnsupportedGPUError
+
+    _early.refuse_old_python()  # before any module that needs Python >= 3.10
+
     from wheelops._compat import loader as _loader
     from wheelops._compat import record as _record
     from wheelops._compat.facts import BuildInfo
-    from wheelops._compat.loader import (
-        CompatibilityError,
-        UnsupportedGPUError,
-        build_info,
-        library_paths,
-    )
+    from wheelops._compat.loader import build_info, library_paths
     from wheelops._version import __version__
 
     # For CMake, as torch.utils.cmake_prefix_path: find_package(wheelops) looks under it.
     cmake_prefix_path: str = str(_loader.CMAKE_PREFIX)
 
-    _loader.load_installed(strict=not _loader.imported_by_doctor())
+    _loader.load_installed(strict=not imported_by_doctor())
 
-    from wheelops import nn, ops
-    from wheelops.ops import *  # noqa: F403
+    if _loader.state().error is None:  # else the doctor reports the refusal: nothing to run
+        from wheelops import nn, ops
+        from wheelops.ops import *  # noqa: F403
 
-    if _loader.loaded() is not None:
-        ops.register_python_kernels()
-    _record.require_modules(_loader.PACKAGE_DIR)
+        if _loader.loaded() is not None:
+            ops.register_python_kernels()
+        _record.require_modules(_loader.PACKAGE_DIR)
+        __all__ = [
+            "BuildInfo",
+            "CompatibilityError",
+            "DamagedInstallError",
+            "UnsupportedGPUError",
+            "__version__",
+            "build_info",
+            "cmake_prefix_path",
+            "library_paths",
+            "nn",
+            "ops",
+            *ops.__all__,
+        ]
 except Exception as _err:  # a damaged module: SyntaxError, ValueError (NUL bytes), ...
     _damage = None if type(_err).__name__ == "CompatibilityError" else damaged_install(_err)
-    if _damage is None:  # the guard's refusal, or no file is damaged: as raised
+    if imported_by_doctor():
+        _import_error = _damage or _err
+    elif _damage is None:  # the guard's refusal, or no file is damaged: as raised
         raise
-    raise _damage from _err
-
-__all__ = [
-    "BuildInfo",
-    "CompatibilityError",
-    "DamagedInstallError",
-    "UnsupportedGPUError",
-    "__version__",
-    "build_info",
-    "cmake_prefix_path",
-    "library_paths",
-    "nn",
-    "ops",
-    *ops.__all__,
-]
+    else:
+        raise _damage from _err

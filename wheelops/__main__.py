@@ -1,22 +1,26 @@
-"""`python -m wheelops`: can this install serve this machine? Exit status 1 if not."""
+"""`python -m wheelops`: can this install serve this machine? Exit status 1 if not.
+
+It always prints a report (with --json, always valid JSON) and exits 1 exactly when
+`import wheelops` raises: also without torch, on a Python older than the wheel's floor,
+and with any of the package's own modules damaged. The report comes from the doctor
+(wheelops/_compat/doctor.py) wherever it can run; where it cannot (an old Python, or the
+doctor's own modules damaged), from the error alone, built here with the standard library.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
-from wheelops import __version__
+import wheelops
 from wheelops._damage import damaged_install
 
-try:
-    from wheelops._compat import doctor
-except Exception as err:  # the doctor's own module is damaged: name it, as import would
-    damage = damaged_install(err)
-    if damage is None:
-        raise
-    raise SystemExit(f"wheelops.DamagedInstallError: {damage}") from err
+PACKAGE_DIR = Path(wheelops.__file__).resolve().parent
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv=None) -> int:  # argv: list[str] | None
     parser = argparse.ArgumentParser(
         prog="python -m wheelops",
         description="Compare this wheelops build with this Python, torch, CUDA and GPUs; "
@@ -24,7 +28,61 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    return doctor.main(__version__, as_json=args.json)
+    import_error = getattr(wheelops, "_import_error", None)
+    try:
+        if sys.version_info[:2] < (3, 10):  # noqa: UP036 (the doctor needs 3.10; 3.8 gets here)
+            raise import_error or RuntimeError("Python older than 3.10")
+        from wheelops._compat import doctor
+
+        return doctor.main(wheelops.__version__, as_json=args.json, import_error=import_error)
+    except Exception as err:  # the doctor cannot run here: report what stops it
+        report = _error_report(import_error or damaged_install(err) or err)
+    print(json.dumps(report, indent=2) if args.json else _render(report))
+    return 1
+
+
+def _error_report(error: BaseException) -> dict:
+    """The report's shape, from the error alone: the finding that explains it (the Python
+    floor on an old Python; else the damage or error that stops the import)."""
+    finding = None
+    try:
+        from wheelops._compat.early import old_python_finding
+
+        finding = old_python_finding()
+    except Exception:
+        pass
+    if finding is None:
+        _, marker, after = str(error).partition("Reinstall it: ")
+        fix = after.split("\n")[0] if marker else ""
+        finding = {"check": "import", "status": "fatal", "build": "every module imports",
+                   "runtime": "import wheelops raised", "message": str(error),
+                   "fix": [fix] if fix else [], "skippable": False}  # fmt: skip
+    return {
+        "wheelops": {
+            "version": getattr(wheelops, "__version__", None),
+            "location": str(PACKAGE_DIR),
+            "variant": None,
+        },
+        "verdict": "fatal",
+        "exit_status": 1,
+        "build": None,
+        "runtime": {"python_version": ".".join(map(str, sys.version_info[:3]))},
+        "libraries": [],
+        "findings": [finding],
+        "gpus": [],
+        "ops": [],
+        "error": f"{type(error).__name__}: {error}",
+        "fixes": finding["fix"],
+    }
+
+
+def _render(report: dict) -> str:
+    f = report["findings"][0]
+    lines = [f"wheelops at {report['wheelops']['location']}",
+             "verdict: CANNOT SERVE this machine (see below for why and the fix).", "",
+             f"{f['check']} ({f['status']}): {f['message']}"]  # fmt: skip
+    lines += [f"  {'fix:' if i == 0 else 'or: '} {c}" for i, c in enumerate(f["fix"])]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -105,14 +105,32 @@ def _missing_submodule(message: str) -> Path | None:
 
 
 def _reinstall_command() -> str:
-    """The variant's reinstall command where its facts and the matrix can still be read."""
+    """The reinstall of the same wheel where the matrix can still be read (the guard's rule)."""
     try:
         from wheelops._compat.facts import BUILD_INFO_FILE, BuildInfo, read_build_info
         from wheelops._compat.matrix import matrix
+        from wheelops._compat.record import installed_version
 
         build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE)
-        if isinstance(build, BuildInfo):
-            return matrix().install_command(build.variant)
+        built_as = build.variant if isinstance(build, BuildInfo) else None
+        return matrix().reinstall_command(installed_version(PACKAGE_DIR), built_as)
     except Exception:
-        pass
-    return FALLBACK_FIX
+        return FALLBACK_FIX
+
+
+def imported_by_doctor() -> bool:
+    """`python -m wheelops` imports the package before it runs the doctor, which must
+    report what stops the import instead of dying of it. CPython sets sys.argv[0] to "-m"
+    only while it imports the packages above the module that -m names, before any of the
+    user's code runs; Python >= 3.10 also keeps the command line (sys.orig_argv) to tell
+    `-m wheelops` from `-m wheelops.jit`. Runs on every Python 3 (an old one is reported)."""
+    if sys.argv[:1] != ["-m"]:
+        return False
+    argv = getattr(sys, "orig_argv", None)
+    if argv is None:  # Python < 3.10: -m names wheelops or a module inside it
+        return True
+    for i, arg in enumerate(argv):
+        if arg.startswith("-m"):
+            module = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            return module == "wheelops"
+    return False

@@ -29,10 +29,14 @@ def _ops_table() -> list[dict[str, Any]]:
     ]
 
 
-def collect(version: str) -> dict[str, Any]:
-    gpus = visible_gpus()
-    driver = cuda_driver_version() if this_process().torch_kind == "cuda" else None
-    report = loader.report_with_devices(gpus, driver)
+def collect(version: str, import_error: BaseException | None = None) -> dict[str, Any]:
+    """`import_error`: what stopped `import wheelops` after the guard let it go on (a
+    damaged module, say): the report is then fatal, as the import was."""
+    kind = this_process().torch_kind
+    gpus = visible_gpus() if kind == "cuda" else []
+    driver = cuda_driver_version() if kind == "cuda" else None
+    failure = None if import_error is None else f"{type(import_error).__name__}: {import_error}"
+    report = loader.report_with_devices(gpus, driver, import_failure=failure)
     build = report.build if isinstance(report.build, BuildInfo) else None
     state = loader.state()
     return {
@@ -163,7 +167,7 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(version: str, as_json: bool) -> int:
-    report = collect(version)
+def main(version: str, as_json: bool, import_error: BaseException | None = None) -> int:
+    report = collect(version, import_error)
     print(json.dumps(report, indent=2) if as_json else render(report))
     return report["exit_status"]

@@ -10,7 +10,6 @@ check runs at the first CUDA call per device, never at import.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import elf, record
 from .dlerror import LoadFailure, classify, dlopen_error
+from .early import CompatibilityError, UnsupportedGPUError
+from .early import finding_lines as _finding_lines
 from .facts import (
     BUILD_INFO_FILE,
     BuildInfo,
@@ -41,43 +42,15 @@ CUDA_LIBRARY_ENV = "WHEELOPS_CUDA_LIBRARY"  # experts: load the CUDA library of 
 DOCTOR = "python -m wheelops"
 
 
-class CompatibilityError(ImportError):
-    """This wheelops install cannot serve this Python / torch / CUDA / machine."""
-
-
-class UnsupportedGPUError(RuntimeError):
-    """This wheelops build holds no kernel image that the GPU can run."""
-
-
-# Tracebacks name them as users import them: wheelops.CompatibilityError.
-CompatibilityError.__module__ = UnsupportedGPUError.__module__ = "wheelops"
-
-
 def guard_enabled() -> bool:
     """False when WHEELOPS_SKIP_GUARD=1: experts who know better than the checks."""
     return os.environ.get(SKIP_ENV, "") not in ("1", "true", "yes")
 
 
-def cuda_override() -> int | str | None:
+def cuda_override() -> str | None:
     """WHEELOPS_CUDA_LIBRARY=12: load the CUDA 12 library whatever torch's CUDA (experts).
-    A value that is not a CUDA major is passed on as text, for the policy to refuse."""
-    value = os.environ.get(CUDA_LIBRARY_ENV, "").strip()
-    if not value:
-        return None
-    return int(value) if value.isdigit() else value
-
-
-def imported_by_doctor() -> bool:
-    """`python -m wheelops` imports the package before it runs the doctor, which must
-    report a refusal instead of dying of it. CPython sets sys.argv[0] to "-m" only while
-    it locates the module that -m names, before any of the user's code runs."""
-    if sys.argv[:1] != ["-m"]:
-        return False
-    argv = getattr(sys, "orig_argv", [])
-    module = next(
-        (a[2:] or b for a, b in zip(argv, [*argv[1:], ""], strict=True) if a.startswith("-m")), ""
-    )
-    return module == "wheelops"
+    Passed on as set, for the policy to accept (a CUDA major wheelops builds) or refuse."""
+    return os.environ.get(CUDA_LIBRARY_ENV, "").strip() or None
 
 
 @dataclass
@@ -151,13 +124,16 @@ def build_info() -> BuildInfo:
 def load_installed(strict: bool = True) -> Loaded | None:
     """Load the libraries next to the package; None in an unbuilt source checkout.
 
-    `strict=False` records a refusal instead of raising (the doctor).
+    `strict=False` records a refusal instead of raising (the doctor). Loaded already (an
+    `importlib.reload(wheelops)`): what is loaded, as is.
     """
+    if _state.loaded is not None:
+        return _state.loaded
     build, cpu, cuda = installed()
     if isinstance(build, UnreadableBuildInfo) and build.checkout:
         _state.inputs = {"build": build, "files": []}
         return None
-    return load_libraries(build, cpu, cuda, strict=strict)
+    return load_libraries(build, cpu, cuda, strict=strict, verify=True)
 
 
 def installed() -> tuple[BuildInfo | UnreadableBuildInfo, Path | None, dict[int, Path]]:
@@ -184,17 +160,31 @@ def load_libraries(
     cpu: Path | None,
     cuda: dict[int, Path],
     strict: bool = True,
+    verify: bool = False,
 ) -> Loaded | None:
     """Evaluate, then dlopen what the policy accepts. `cuda`: CUDA major -> the library's
-    path, as the build facts name them. The caller registers the Python kernels
-    (wheelops.ops.register_python_kernels) once they load."""
+    path, as the build facts name them. `verify`: read each library about to load back
+    against the wheel's RECORD first (an installed package). The caller registers the
+    Python kernels (wheelops.ops.register_python_kernels) once they load."""
     if _state.loaded is not None:
-        raise RuntimeError(f"wheelops native libraries are already loaded from {_state.loaded.cpu}")
+        raise RuntimeError(
+            f"wheelops native libraries are already loaded from {_state.loaded.cpu}: a "
+            "process loads them once; start a new process to load another build"
+        )
     files = library_files(cpu, cuda)
     failures: dict[str, LoadFailure] = {}
+    changed: dict[str, str] = {}
     _state.inputs = {"build": build, "files": files, "load_failures": failures,
-                     "guard": guard_enabled(), "cuda_override": cuda_override()}  # fmt: skip
+                     "guard": guard_enabled(), "cuda_override": cuda_override(),
+                     "changed_libraries": changed,
+                     "installed_version": record.installed_version(PACKAGE_DIR)}  # fmt: skip
     report = _evaluate()
+    if verify:  # a library that is not the wheel's may abort the process once mapped
+        for candidate in report.to_load:
+            damage = record.library_damage(PACKAGE_DIR, Path(candidate.path))
+            if damage is not None:
+                changed[candidate.role] = damage
+        report = _evaluate() if changed else report
     for candidate in report.to_load:
         failure = _dlopen(Path(candidate.path), build, candidate.role)
         if failure is not None:
@@ -217,7 +207,9 @@ def _evaluate(**extra: Any) -> Report:
     return evaluate(runtime=this_process(), matrix=matrix(), **_state.inputs, **extra)
 
 
-def report_with_devices(gpus: list[Any], driver: str | None) -> Report:
+def report_with_devices(
+    gpus: list[Any], driver: str | None, import_failure: str | None = None
+) -> Report:
     """The doctor's report: what import decided, plus the driver, every GPU, the installed
     files against the wheel's RECORD and the other wheelops on sys.path (none of which
     import pays for)."""
@@ -226,7 +218,8 @@ def report_with_devices(gpus: list[Any], driver: str | None) -> Report:
     except Exception as err:  # the reader itself is damaged (import does not call it)
         damaged = [f"{record.__file__} is damaged ({type(err).__name__}: {err})"]
     return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged,
-                     other_installs=other_installs(PACKAGE_DIR))  # fmt: skip
+                     other_installs=other_installs(PACKAGE_DIR),
+                     import_failure=import_failure)  # fmt: skip
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:
@@ -259,21 +252,23 @@ def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo, role: str) -> Lo
 
 def finding_lines(finding: Finding) -> list[str]:
     """A finding as the errors print it: the cause, both sides, the fixes."""
-    lines = [f"{finding.check}: {finding.message}", f"  build: {finding.build}",
-             f"  here:  {finding.runtime}"]  # fmt: skip
-    return lines + [f"  {'fix:' if i == 0 else 'or: '}   {c}" for i, c in enumerate(finding.fix)]
+    f = finding
+    return _finding_lines(f.check, f.message, f.build, f.runtime, f.fix)
 
 
-def format_findings(headline: str, findings: list[Finding]) -> str:
+def format_findings(headline: str, findings: list[Finding], skippable: bool) -> str:
+    """`skippable`: whether WHEELOPS_SKIP_GUARD=1 would let the load go on past them."""
     lines = [headline]
     for finding in findings:
         lines += ["", *finding_lines(finding)]
-    lines += [
-        "",
-        f"`{DOCTOR}` prints the whole report. {SKIP_ENV}=1 skips these checks (for experts: "
-        "a real mismatch then fails later and less clearly).",
-    ]
-    return "\n".join(lines)
+    switch = (
+        f"{SKIP_ENV}=1 skips these checks (for experts: a real mismatch then fails later and "
+        "less clearly)."
+        if skippable
+        else f"{SKIP_ENV}=1 does not skip these: a library that is damaged, missing or "
+        "refused by the loader would crash the process or fail to load anyway."
+    )
+    return "\n".join([*lines, "", f"`{DOCTOR}` prints the whole report. {switch}"])
 
 
 def refusal_message(report: Report) -> str:
@@ -285,7 +280,7 @@ def refusal_message(report: Report) -> str:
         else "wheelops"
     )
     fatal = [f for f in report.findings if f.status is Status.FATAL]
-    return format_findings(f"{what} cannot run in this environment.", fatal)
+    return format_findings(f"{what} cannot run in this environment.", fatal, report.skippable)
 
 
 def require(op: str) -> None:
@@ -346,5 +341,5 @@ def _decide(index: int) -> None:
         _covered_devices.add(index)
     else:
         _refusals[index] = format_findings(
-            f"no kernel for cuda:{index} in this wheelops build.", [finding]
+            f"no kernel for cuda:{index} in this wheelops build.", [finding], skippable=True
         )

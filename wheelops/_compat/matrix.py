@@ -79,6 +79,16 @@ class Matrix:
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variants)
 
+    @property
+    def index_names(self) -> tuple[str, ...]:
+        """The variants published on the index (and PyTorch's index of the same name)."""
+        return tuple(v.name for v in self.variants if v.index)
+
+    @property
+    def cuda_majors(self) -> tuple[int, ...]:
+        """The CUDA majors wheelops builds libraries for: 12, 13."""
+        return tuple(sorted({m[0] for v in self.variants if (m := v.cuda_major_minor)}))
+
     def image(self, variant: str, arch: str) -> str:
         """The build image of a variant on a platform."""
         return f"{self.image_repository}:{variant}-{arch}"
@@ -135,6 +145,18 @@ class Matrix:
         if variant == self.pypi_variant:
             return command  # from PyPI
         return f"{command} --index-url {self.index_url}/{variant}"
+
+    def reinstall_command(self, installed_version: str | None, built_as: str | None) -> str:
+        """The plain reinstall of the wheel that is installed: its variant is the local label
+        of the version its METADATA names (PyPI's wheel has none); where METADATA cannot be
+        read, the build facts' variant; where neither can, PyPI's wheel, which serves all."""
+        label = (installed_version or "").partition("+")[2]
+        if installed_version and not label:
+            return self.install_command(self.pypi_variant)
+        for variant in (label, built_as):
+            if variant in self.names:
+                return self.install_command(variant)
+        return self.install_command(self.pypi_variant)
 
     def torch_install_command(self, variant: str | None, floor: str) -> str:
         """Install a torch >= floor from PyTorch's index for `variant` (None: from PyPI)."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .archs import describe, kernel_for
 from .dlerror import LoadFailure
+from .early import python_rule
 from .facts import BuildInfo, CudaLibraryInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
 from .matrix import Matrix, variant_name, version_tuple
 from .record import FileDamage
@@ -40,6 +41,7 @@ class Finding:
     runtime: str  # this machine's side
     message: str  # names the cause and both sides; what to do where no command does it
     fix: tuple[str, ...] = ()  # commands, each a cure; the one that keeps torch first
+    skippable: bool = False  # a check before the load that WHEELOPS_SKIP_GUARD=1 turns off
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "status": str(self.status), "fix": list(self.fix)}
@@ -89,6 +91,13 @@ class Report:
         return () if self.exit_status else tuple(c for c in self.candidates if c.accepted)
 
     @property
+    def skippable(self) -> bool:
+        """Whether WHEELOPS_SKIP_GUARD=1 would let the load go on: every fatal finding is a
+        check before the load (never the integrity of a file, which could crash the process)."""
+        fatal = [f for f in self.findings if f.status is Status.FATAL]
+        return bool(fatal) and all(f.skippable for f in fatal)
+
+    @property
     def fixes(self) -> list[str]:
         """Every command, the fix of what stops wheelops first, each once."""
         ranked = sorted(self.findings, key=lambda f: f.status, reverse=True)
@@ -119,6 +128,9 @@ def evaluate(
     cuda_override: int | str | None = None,
     damaged_files: Sequence[FileDamage | str] | None = None,
     other_installs: Sequence[str] = (),
+    changed_libraries: Mapping[str, str] | None = None,
+    installed_version: str | None = None,
+    import_failure: str | None = None,
 ) -> Report:
     """Decide which libraries load and report every finding.
 
@@ -126,14 +138,20 @@ def evaluate(
     `gpus` None: the GPUs were not looked at (import never initialises CUDA); then the
     driver is not judged either. `load_failures`: what the loader said when it tried
     (role -> failure). `guard` False (WHEELOPS_SKIP_GUARD=1): checks before the load
-    are reported but do not stop it. `cuda_override` (WHEELOPS_CUDA_LIBRARY): the CUDA
-    major whose library an expert wants loaded, whatever torch's CUDA (text: not a major).
+    are reported but do not stop it. `cuda_override` (WHEELOPS_CUDA_LIBRARY, as set): the
+    CUDA major whose library an expert wants loaded, whatever torch's CUDA.
     `damaged_files`: the installed files that differ from the wheel's RECORD (None: not
-    checked; import does not hash files, the doctor does). `other_installs`: the other
-    wheelops packages on sys.path.
+    checked; the doctor hashes every file). `changed_libraries`: role -> how a library
+    about to load differs from the wheel's RECORD (import hashes those it loads).
+    `installed_version`: the version the install's METADATA names (its local label is the
+    wheel's variant: the reinstall of the same wheel). `other_installs`: the other
+    wheelops packages on sys.path. `import_failure`: the error `import wheelops` raised
+    (the doctor runs past it).
     """
-    rules = _Rules(matrix, runtime, cuda_override)
+    rules = _Rules(matrix, runtime, cuda_override, installed_version)
     about_install = []
+    if import_failure is not None:
+        about_install.append(rules.import_failure(build, import_failure))
     if damaged_files is not None:
         about_install.append(rules.installed_files(build, damaged_files))
     if other_installs:
@@ -142,7 +160,7 @@ def evaluate(
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
         return Report(build, runtime, candidates, (finding, *about_install))
-    before_load = rules.before_load(build)
+    before_load = [replace(f, skippable=True) for f in rules.before_load(build)]
     if not guard:
         before_load = [_not_enforced(f) for f in before_load]
     chosen = rules.chosen_cuda(build)
@@ -156,12 +174,18 @@ def evaluate(
     ]
     stop = next((f for f in findings if f.status is Status.FATAL), None)
     failures = dict(load_failures or {})
+    changed = dict(changed_libraries or {})
     candidates = []
     for file in files:  # the CPU library first: a CUDA library needs its schemas
         if file.role not in wanted:
             reason = f"not loaded: {rules.not_chosen(build)}"
         elif stop is not None:
             reason = f"not loaded: the {stop.check} check refuses this install"
+        elif file.role in changed:
+            stop = rules.library_file(build, replace(file, problem=f"{file.path} is "
+                                                     f"{changed[file.role]}"))  # fmt: skip
+            findings.append(stop)
+            reason = stop.message
         elif file.role in failures:
             stop = rules.load_failure(build, file.role, failures[file.role])
             findings.append(stop)
@@ -182,13 +206,10 @@ def evaluate(
 def _not_enforced(finding: Finding) -> Finding:
     if finding.status is not Status.FATAL:
         return finding
-    return Finding(
-        finding.check,
-        Status.DEGRADED,
-        finding.build,
-        finding.runtime,
-        f"not enforced (WHEELOPS_SKIP_GUARD=1): {finding.message}",
-        finding.fix,
+    return replace(
+        finding,
+        status=Status.DEGRADED,
+        message=f"not enforced (WHEELOPS_SKIP_GUARD=1): {finding.message}",
     )
 
 
@@ -247,17 +268,39 @@ class _Rules:
     matrix: Matrix
     runtime: RuntimeFacts
     cuda_override: int | str | None = None
+    installed_version: str | None = None
+
+    @property
+    def override(self) -> int | None:
+        """The CUDA major WHEELOPS_CUDA_LIBRARY asks for: one that wheelops builds, or None
+        (unset, or a value it refuses: see override_invalid)."""
+        value = str(self.cuda_override).strip() if self.cuda_override is not None else ""
+        return int(value) if value in self.override_values else None
+
+    @property
+    def override_values(self) -> tuple[str, ...]:
+        return tuple(str(m) for m in self.matrix.cuda_majors)
+
+    @property
+    def override_invalid(self) -> bool:
+        unset = self.cuda_override is None or str(self.cuda_override).strip() == ""
+        return not unset and self.override is None
 
     def chosen_cuda(self, build: BuildInfo) -> CudaLibraryInfo | None:
         """The CUDA library to load: the one of torch's CUDA major (or the override's);
         None under a torch that is not a CUDA build, or where the build has none."""
         if self.runtime.torch_kind != "cuda" or not build.cuda_libraries:
             return None
-        if isinstance(self.cuda_override, str):
+        if self.override_invalid:
             return None
         assert self.runtime.torch_cuda is not None
-        major = self.cuda_override or version_tuple(self.runtime.torch_cuda)[0]
+        major = self.override or version_tuple(self.runtime.torch_cuda)[0]
         return build.cuda_library(major)
+
+    def reinstall(self, build: BuildInfo | UnreadableBuildInfo) -> str:
+        """The plain reinstall of the wheel that is installed (a damaged install's fix)."""
+        built_as = build.variant if isinstance(build, BuildInfo) else None
+        return self.matrix.reinstall_command(self.installed_version, built_as)
 
     def not_chosen(self, build: BuildInfo) -> str:
         if self.runtime.torch_kind != "cuda":
@@ -273,9 +316,13 @@ class _Rules:
         return self.matrix.torch_install_command(variant, build.stable_abi_floor)
 
     def upgrade_torch(self, build: BuildInfo) -> str:
-        """Upgrade torch from the index the running one came from (its CUDA stays)."""
-        label = _torch_label(self.runtime.torch_version) if self.runtime.torch_version else None
-        variant = label if self.runtime.torch_version is not None else build.variant
+        """Upgrade torch from the index the running one came from (its CUDA stays); with no
+        torch, from the PyTorch index of this wheel's variant, or PyPI's torch for a wheel
+        (universal) that serves every torch."""
+        if self.runtime.torch_version is not None:
+            variant = _torch_label(self.runtime.torch_version)
+        else:
+            variant = build.variant if build.variant in self.matrix.index_names else None
         return self.matrix.torch_install_command(variant, build.stable_abi_floor)
 
     def variant_fix(self, floor: str) -> tuple[str, ...]:
@@ -303,8 +350,14 @@ class _Rules:
             facts.state,
             f"the package's build facts cannot be read: {facts.path} is {facts.state}, so "
             "nothing says what its libraries need; the install is incomplete or damaged",
-            self.variant_fix("2.10"),
+            (self.reinstall(facts),),
         )
+
+    def import_failure(self, build: BuildInfo | UnreadableBuildInfo, error: str) -> Finding:
+        return Finding(
+            "import", Status.FATAL, "every module of the package imports",
+            "import wheelops raised", error, (self.reinstall(build),),
+        )  # fmt: skip
 
     def before_load(self, build: BuildInfo) -> list[Finding]:
         """Everything decidable before any dlopen (DESIGN decision 5)."""
@@ -317,14 +370,12 @@ class _Rules:
         if here is None:
             return Finding("Python", Status.OK, f">= {floor}", "none (a C++ program)",
                            "a C++ program loads the libraries without Python")  # fmt: skip
-        if version_tuple(here) >= version_tuple(floor):
+        refused = python_rule(here, floor)
+        if refused is None:
             return Finding("Python", Status.OK, f">= {floor}", here,
                            f"Python {here} is supported (>= {floor})")  # fmt: skip
-        return Finding(
-            "Python", Status.FATAL, f">= {floor}", here,
-            f"Python {here} is older than {floor}, the oldest wheelops supports",
-            ("python3.12 -m venv .venv && . .venv/bin/activate && pip install wheelops",),
-        )  # fmt: skip
+        message, fix = refused
+        return Finding("Python", Status.FATAL, f">= {floor}", here, message, fix)
 
     def torch(self, build: BuildInfo) -> Finding:
         floor, here = build.stable_abi_floor, self.runtime.torch_version
@@ -390,26 +441,27 @@ class _Rules:
         library = self.chosen_cuda(build)
         built = ", ".join(lib.cuda_version for lib in build.cuda_libraries)
         here = f"CUDA {runtime.torch_cuda} (torch {runtime.torch_version})"
-        if isinstance(self.cuda_override, str):
+        if self.override_invalid:
             return Finding(
                 "CUDA", Status.FATAL, f"CUDA {built}", here,
-                f"WHEELOPS_CUDA_LIBRARY={self.cuda_override!r} is not a CUDA major (e.g. 12)",
+                f"WHEELOPS_CUDA_LIBRARY={str(self.cuda_override)!r} is not a CUDA major "
+                f"wheelops builds libraries for ({' or '.join(self.override_values)})",
                 ("unset WHEELOPS_CUDA_LIBRARY",),
             )  # fmt: skip
-        if self.cuda_override is not None:
+        if self.override is not None:
             if library is None:
                 return Finding(
                     "CUDA", Status.FATAL, f"CUDA {built}", here,
-                    f"WHEELOPS_CUDA_LIBRARY={self.cuda_override} asks for a CUDA "
-                    f"{self.cuda_override} library, and this build has CUDA {built} only",
+                    f"WHEELOPS_CUDA_LIBRARY={self.override} asks for a CUDA "
+                    f"{self.override} library, and this build has CUDA {built} only",
                     ("unset WHEELOPS_CUDA_LIBRARY",),
                 )  # fmt: skip
             return Finding(
                 "CUDA", Status.DEGRADED, f"CUDA {library.cuda_version} (override)", here,
-                f"WHEELOPS_CUDA_LIBRARY={self.cuda_override}: the CUDA {library.cuda_version} "
-                f"library is loaded under torch's CUDA {runtime.torch_cuda} runtime, as an "
-                f"expert asked; its runtime (libcudart.so.{library.major}) must be on the "
-                "loader's path",
+                f"WHEELOPS_CUDA_LIBRARY={self.override} chooses the CUDA {library.cuda_version} "
+                f"library under torch's CUDA {runtime.torch_cuda} runtime, as an expert "
+                f"asked; it loads only where its runtime (libcudart.so.{library.major}) is on "
+                "the loader's path",
                 ("unset WHEELOPS_CUDA_LIBRARY",),
             )  # fmt: skip
         if library is None:
@@ -460,7 +512,7 @@ class _Rules:
         return Finding(
             "platform", Status.FATAL, build.platform, here,
             f"this wheelops was built for {built_for}; this machine is {here}",
-            (self.matrix.install_command(build.variant),),
+            (self.reinstall(build),),
         )  # fmt: skip
 
     def library_file(self, build: BuildInfo, file: LibraryFile) -> Finding:
@@ -468,7 +520,7 @@ class _Rules:
         role = role_name(file.role)
         problem = file.problem or f"{file.path} does not exist"
         message = f"the wheelops {role} library cannot be loaded: {problem}"
-        fix: tuple[str, ...] = (self.matrix.install_command(build.variant),)
+        fix: tuple[str, ...] = (self.reinstall(build),)
         if "32-bit" in problem:
             message += "; use a 64-bit Python (wheelops publishes 64-bit wheels only)"
             fix = ()
@@ -477,9 +529,15 @@ class _Rules:
                        problem, message, fix)  # fmt: skip
 
     def load_failure(self, build: BuildInfo, role: str, failure: LoadFailure) -> Finding:
-        cause, m, advice = failure.cause, self.matrix, ""
-        fix: tuple[str, ...] = (m.install_command(build.variant),)
-        if cause == "torch-too-old":
+        cause, advice = failure.cause, ""
+        fix: tuple[str, ...] = (self.reinstall(build),)
+        if self.override is not None and role != "cpu":
+            advice = (
+                f"; WHEELOPS_CUDA_LIBRARY={self.override} asked for this library: unset it "
+                "to load the library of torch's CUDA"
+            )
+            fix = ("unset WHEELOPS_CUDA_LIBRARY",)
+        elif cause == "torch-too-old":
             fix = (self.upgrade_torch(build),)
         elif cause == "libstdcxx":
             advice = (
@@ -525,11 +583,7 @@ class _Rules:
                            "every installed file matches the wheel's RECORD")  # fmt: skip
         listed = "; ".join(str(d) for d in damage[:6])
         more = f"; and {len(damage) - 6} more" if len(damage) > 6 else ""
-        fix = (
-            (self.matrix.install_command(build.variant),)
-            if isinstance(build, BuildInfo)
-            else self.variant_fix("2.10")
-        )
+        fix = (self.reinstall(build),)
         return Finding(
             "installed files", Status.DEGRADED, wanted, f"{len(damage)} differ",
             f"this wheelops install is damaged: {listed}{more}. Reinstall it", fix,
@@ -550,8 +604,8 @@ class _Rules:
         library = self.chosen_cuda(build)
         assert library is not None
         why = (
-            f"WHEELOPS_CUDA_LIBRARY={self.cuda_override} (an expert's override)"
-            if self.cuda_override
+            f"WHEELOPS_CUDA_LIBRARY={self.override} (an expert's override)"
+            if self.override
             else f"torch brings the CUDA {self.runtime.torch_cuda} runtime (same major, "
             "minor not older)"
         )

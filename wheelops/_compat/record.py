@@ -1,8 +1,12 @@
 """The installed files against the wheel's RECORD: which are missing, changed or unreadable.
 
 pip and uv install a wheel without comparing its files with the hashes its RECORD lists,
-and nothing stops a file from being changed later; this reads them back. It hashes every
-file (tens of MB), so only the doctor and a failed import call it, never a working import.
+and nothing stops a file from being changed later; this reads them back. The doctor and
+a failed import hash every file (tens of MB). Import hashes only the native libraries it
+is about to load, because a library whose bytes changed can kill the process once mapped
+(a sibling library in its place aborts it: every op registered twice); a library whose
+file has not changed since it was last verified (same size, inode, mtime and ctime, which
+no ordinary write can preserve) is not hashed again.
 """
 
 from __future__ import annotations
@@ -10,6 +14,9 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +35,21 @@ def record_of(package_dir: Path) -> Path | None:
     for dist_info in sorted(package_dir.parent.glob("wheelops-*.dist-info")):
         return dist_info / "RECORD"
     return None
+
+
+def installed_version(package_dir: Path) -> str | None:
+    """The version the installed distribution's METADATA names ("0.1.0+cu130"), whose local
+    label names the wheel's variant; None for a source tree or an unreadable METADATA."""
+    record = record_of(package_dir)
+    try:
+        metadata = (record.parent / "METADATA").read_text() if record else ""
+    except (OSError, UnicodeDecodeError):
+        return None
+    return next(
+        (line.split(":", 1)[1].strip() for line in metadata.splitlines()
+         if line.startswith("Version:")),
+        None,
+    )  # fmt: skip
 
 
 def require_modules(package_dir: Path) -> None:
@@ -79,3 +101,64 @@ def _state(path: Path, expected: str) -> str | None:
         return f"unreadable ({err.strerror or err})"
     actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
     return None if actual == expected else "changed (its sha256 differs from the wheel's RECORD)"
+
+
+def library_damage(package_dir: Path, library: Path) -> str | None:
+    """Why the library is not the file the wheel installed ("changed (...)", "missing from
+    RECORD"), or None: it matches, or there is no readable RECORD to tell (a source tree,
+    a dev build; the doctor reports a damaged RECORD). Hashes the file unless it was
+    verified, unchanged, before."""
+    record = record_of(package_dir)
+    try:
+        rows = list(csv.reader(record.read_text().splitlines())) if record else []
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    if not rows:
+        return None
+    relative = library.relative_to(package_dir.parent).as_posix()
+    expected = next((r[1] for r in rows if len(r) > 1 and r[0] == relative), None)
+    if expected is None or not expected.startswith("sha256="):
+        return "not listed in the wheel's RECORD (not a file this wheel installed)"
+    digest = expected.removeprefix("sha256=")
+    stamp = _stamp(library)
+    if stamp is not None and _verified().get(str(library)) == [*stamp, digest]:
+        return None
+    state = _state(library, digest)
+    if state is None and stamp is not None:
+        _remember(str(library), [*stamp, digest])
+    return state
+
+
+def _stamp(path: Path) -> list[int] | None:
+    try:
+        s = path.stat()
+    except OSError:
+        return None
+    return [s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns]
+
+
+def _cache_file() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "wheelops" / "verified-libraries.json"
+
+
+def _verified() -> dict[str, list]:
+    try:
+        data = json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _remember(path: str, entry: list) -> None:
+    """Best effort: a read-only home only means hashing again next time."""
+    cache = _cache_file()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        verified = {k: v for k, v in _verified().items() if Path(k).exists()}
+        verified[path] = entry
+        with tempfile.NamedTemporaryFile("w", dir=cache.parent, delete=False) as file:
+            json.dump(verified, file)
+        os.replace(file.name, cache)
+    except OSError:
+        pass

@@ -7,9 +7,14 @@ schemas are loaded. Adding an op adds a module here; nothing else to edit.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
+
+from wheelops._compat import loader
 
 OP_MODULES: tuple[ModuleType, ...] = tuple(
     importlib.import_module(f"{__name__}.{info.name}")
@@ -17,8 +22,24 @@ OP_MODULES: tuple[ModuleType, ...] = tuple(
     if not info.name.startswith("_")
 )
 
+
+def _until_built(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """In a checkout with nothing built, `torch.ops.wheelops.<op>` does not exist: the
+    function says what to do (README troubleshooting) instead of an AttributeError from
+    torch, and works once `wheelops.jit.load()` has built and loaded the ops."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        loader.require(name)
+        return function(*args, **kwargs)
+
+    return call
+
+
 __all__ = sorted(name for module in OP_MODULES for name in module.__all__)
 globals().update({name: getattr(module, name) for module in OP_MODULES for name in module.__all__})
+if loader.loaded() is None:
+    globals().update({name: _until_built(name, globals()[name]) for name in __all__})
 
 _registered = False
 
