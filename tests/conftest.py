@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import _progress_log
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
@@ -52,6 +53,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_gpu)
         elif "multi_gpu" in item.keywords and gpus < 2:
             item.add_marker(one_gpu)
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    _progress_log.logstart(nodeid)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _progress_log.report(report)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -4,10 +4,13 @@
 #
 #   tools/reliability_run.sh [path/to/wheelops-*.whl] [stage...]
 #
-# Stages (default: tests memory huge sanitize):
-#   tests     the GPU suite but the huge, two-GPU and memory-growth tests,
+# Stages (default: tests slow memory huge sanitize):
+#   tests     the GPU suite but the slow, huge, two-GPU and memory-growth tests,
 #             property tests with hypothesis's "gpu" profile; in $TEST_WORKERS
 #             processes (pytest-xdist) if set     -> gpu-tests.xml, gpu-tests-examples.json*
+#   slow      the tests marked slow (graph compiles, AOTInductor packages, dev-mode
+#             builds, subprocess matrices), in $TEST_WORKERS processes too
+#                                                 -> slow-tests.xml
 #   memory    the 10,000-call memory tests, alone on the GPU (they read the
 #             device's free memory)               -> memory-tests.xml
 #   huge      the tests over 2**31 elements (about 60 GiB of GPU memory at most)
@@ -18,14 +21,19 @@
 #                                                 -> sanitizer-*.xml, sanitizer-summary.json
 # Results go to $OUT (default: a new temporary directory, printed), with
 # environment.json; `python tools/reliability_report.py $OUT` makes the tables.
-# Extra pytest arguments: $PYTEST_ARGS. Each stage stops after $STAGE_TIMEOUT
-# seconds (default: none).
+# Extra pytest arguments: $PYTEST_ARGS. Each stage is interrupted after $STAGE_TIMEOUT
+# seconds (default 540, inside one 10-minute call; 0: no limit; sanitize, whose tools
+# take longer than one call together, has no default limit). Each pytest stage
+# writes NAME.log (failures as they happen, -rfE, the slowest tests) and
+# NAME-progress.log (a line per test started and ended); after the stage,
+# tools/progress_report.py prints its failures and, for an interrupted stage, the tests
+# still running.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 wheel=""
 if [[ $# -gt 0 && "$1" == *.whl ]]; then wheel="$1"; shift; fi
 stages=("$@")
-[[ ${#stages[@]} -gt 0 ]] || stages=(tests memory huge sanitize)
+[[ ${#stages[@]} -gt 0 ]] || stages=(tests slow memory huge sanitize)
 export OUT="${OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 echo "results in $OUT"
@@ -39,25 +47,35 @@ print(json.dumps({"gpus": smi, "torch": torch.__version__, "cuda": torch.version
 PY
 read -r -a extra <<<"${PYTEST_ARGS:-}"
 workers=()
-[[ -z "${TEST_WORKERS:-}" ]] || workers=(-n "$TEST_WORKERS")
-limit=(timeout "${STAGE_TIMEOUT:-0}")  # 0: no limit
+# worksteal: an idle worker takes queued tests from a busy one, so a few long tests
+# do not leave the others idle at the end.
+[[ -z "${TEST_WORKERS:-}" ]] || workers=(-n "$TEST_WORKERS" --dist worksteal)
+# SIGINT first: pytest then still prints its failures and writes its report.
+limit=(timeout -k 30 -s INT "${STAGE_TIMEOUT:-540}")
 suite() {  # report name, then pytest arguments
   local name="$1"; shift
-  WHEELOPS_REPORT_NAME="$name" "${limit[@]}" "$repo/tools/gpu_tests.sh" "$wheel" -q "$@" \
-    "${extra[@]}" > "$OUT/$name.log" 2>&1
+  local progress="$OUT/$name-progress.log" rc=0
+  rm -f "$progress"
+  WHEELOPS_REPORT_NAME="$name" WHEELOPS_PROGRESS_LOG="$progress" "${limit[@]}" \
+    "$repo/tools/gpu_tests.sh" "$wheel" -q -rfE --durations=25 "$@" "${extra[@]}" \
+    > "$OUT/$name.log" 2>&1 || rc=$?
+  [[ ! -f "$progress" ]] || python3 "$repo/tools/progress_report.py" "$progress" --slowest 10
+  return "$rc"
 }
 status=0
 for stage in "${stages[@]}"; do
   start=$SECONDS rc=0
   case "$stage" in
-    tests) suite gpu-tests -m "not huge and not multi_gpu" -k "not no_memory_growth" \
-             "${workers[@]}" || rc=$? ;;
+    tests) suite gpu-tests -m "not slow and not huge and not multi_gpu" \
+             -k "not no_memory_growth" "${workers[@]}" || rc=$? ;;
+    slow) suite slow-tests -m "slow and not huge and not multi_gpu" \
+            -k "not no_memory_growth" "${workers[@]}" || rc=$? ;;
     memory) suite memory-tests -m "not huge and not multi_gpu" -k no_memory_growth || rc=$? ;;
     huge) suite huge-tests -m huge || rc=$? ;;
     multi) suite multi-gpu -m multi_gpu || rc=$? ;;
-    sanitize) "${limit[@]}" "$repo/tools/sanitize.sh" "$wheel" "${extra[@]}" \
+    sanitize) timeout "${STAGE_TIMEOUT:-0}" "$repo/tools/sanitize.sh" "$wheel" "${extra[@]}" \
                 > "$OUT/sanitizer.log" 2>&1 || rc=$? ;;
-    *) echo "unknown stage: $stage (tests, memory, huge, multi, sanitize)" >&2; exit 2 ;;
+    *) echo "unknown stage: $stage (tests, slow, memory, huge, multi, sanitize)" >&2; exit 2 ;;
   esac
   echo "$stage: exit $rc in $((SECONDS - start)) s"
   [[ $rc -eq 0 ]] || status=1
