@@ -23,7 +23,9 @@ import sys
 from build_tools import matrix as build_matrix
 from build_tools import torch_install
 
-TOOLKIT_COMPONENTS = "nvcc,cudart,crt,nvvm,cccl"
+# cublas: the headers and libcublasLt.so.13 fused_linear_gelu links (the cuBLAS torch's own
+# cuda-toolkit pin already installs, so nothing new is downloaded).
+TOOLKIT_COMPONENTS = "nvcc,cudart,crt,nvvm,cccl,cublas"
 BUILD_REQUIREMENTS = ["setuptools>=77", "wheel", "ninja", "packaging"]
 IMAGE_VARIANT_ENV = "WHEELOPS_IMAGE_VARIANT"  # set by docker/Dockerfile
 

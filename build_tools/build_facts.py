@@ -12,6 +12,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from build_tools import cublaslt
 from build_tools.arch_list import ArchList
 from build_tools.compat import facts as _facts
 from build_tools.cuda_toolkit import CudaToolkit
@@ -72,6 +73,7 @@ def cuda_library_info(built: BuiltCudaLibrary) -> _facts.CudaLibraryInfo:
         arch_list=built.archs.spec,
         sass_archs=tuple(built.archs.sass),
         ptx_archs=tuple(built.archs.ptx),
+        cublaslt_version=cublaslt.find(built.toolkit).version,
     )
 
 

@@ -33,7 +33,10 @@ from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, nvcc_version
 
 RELEASE = "12.4"
 DEBIAN_ARCHIVE = os.environ.get("WHEELOPS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-ORIGIN = "Debian trixie nvidia-cuda-toolkit 12.4.131~12.4.1-2 + PyPI CUDA 12.4 headers"
+ORIGIN = (
+    "Debian trixie nvidia-cuda-toolkit 12.4.131~12.4.1-2 + PyPI CUDA 12.4 headers"
+    " + PyPI cuBLAS 12.4.5.8"
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,10 @@ DEBS = (
     Pinned("libthrust-dev", "2.3.2-2", "pool/main/c/cccl/libthrust-dev_2.3.2-2_all.deb",
            "61fe44b65834efad9b079452ebec7396d4b37712d251421f4218b3bc652a3147", 419852),
 )  # fmt: skip
-# The runtime headers (include/) and nvcc's crt headers (include/crt), from PyPI.
+# The runtime headers (include/) and nvcc's crt headers (include/crt), from PyPI; and
+# cuBLAS 12.4 (headers, libcublasLt.so.12 to link: fused_linear_gelu's GEMMs), the oldest
+# CUDA 12 cuBLAS this library asks of torch's (12.6 and newer in every CUDA 12 torch wheelops
+# supports), never shipped in the wheel.
 WHEELS = (
     Pinned("nvidia-cuda-runtime-cu12", "12.4.127",
            "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_x86_64.whl",
@@ -69,6 +75,9 @@ WHEELS = (
     Pinned("nvidia-cuda-nvcc-cu12", "12.4.131",
            "nvidia_cuda_nvcc_cu12-12.4.131-py3-none-manylinux2014_x86_64.whl",
            "e4c9a35435c3b0e36c6397c5696334c9ea6650e524736cbd1c5d345ea099bb04", 22265199),
+    Pinned("nvidia-cublas-cu12", "12.4.5.8",
+           "nvidia_cublas_cu12-12.4.5.8-py3-none-manylinux2014_x86_64.whl",
+           "2fc8da60df463fdefa81e323eef2e36489e1c94335b5358bcb38360adf75ac9b", 363438805),
 )  # fmt: skip
 TOOLS = ("nvcc", "ptxas", "fatbinary", "cudafe++", "nvlink", "cuobjdump", "nvprune", "bin2c")
 # nvcc finds its parts relative to its own folder (Debian's profile uses /usr paths).
@@ -178,11 +187,13 @@ def _assemble(root: Path, debs: list[Path], wheels: list[Path]) -> None:
     include = home / "include"
     shutil.copytree(unpacked / "nvidia/cuda_runtime/include", include)
     shutil.copytree(unpacked / "nvidia/cuda_nvcc/include", include, dirs_exist_ok=True)
+    shutil.copytree(unpacked / "nvidia/cublas/include", include, dirs_exist_ok=True)
     for headers in ("cub", "cuda", "nv", "thrust"):
         shutil.copytree(usr / "include" / headers, include / headers, dirs_exist_ok=True)
     (home / "lib64").mkdir()
     for library in (usr / "lib/x86_64-linux-gnu").glob("libcudart.so.12*"):
         shutil.copy2(library, home / "lib64" / library.name, follow_symlinks=False)
+    shutil.copy2(unpacked / "nvidia/cublas/lib/libcublasLt.so.12", home / "lib64")
     shutil.rmtree(root, ignore_errors=True)
     home.rename(root)
     shutil.rmtree(staging)
@@ -196,7 +207,8 @@ def provide() -> CudaToolkit:
         )
     root = cache_dir() / f"cuda-{RELEASE}-debian"
     stamp = root / ".wheelops-complete"
-    if not stamp.is_file():
+    # A root assembled from other pins (before cuBLAS joined them) is assembled again.
+    if not stamp.is_file() or stamp.read_text().strip() != ORIGIN:
         downloads = cache_dir() / "downloads"
         downloads.mkdir(parents=True, exist_ok=True)
         debs = [_fetch_deb(pin, downloads) for pin in DEBS]

@@ -16,7 +16,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from build_tools import flags, native_sources
+from build_tools import cublaslt, flags, native_sources
 from build_tools.arch_list import ArchList
 from build_tools.cuda_toolkit import CudaToolkit
 
@@ -64,11 +64,12 @@ def build(toolkit: CudaToolkit, archs: ArchList, output: Path, work: Path) -> Pa
     from torch.utils import cpp_extension  # include and library paths only: no CUDA check
 
     cxx = _host_compiler()
+    lt = cublaslt.find(toolkit)
     work.mkdir(parents=True, exist_ok=True)
     includes = [native_sources.INCLUDE_DIR, *map(Path, cpp_extension.include_paths())]
     compile_flags = [
         "-ccbin", cxx,
-        *[f"-I{p}" for p in [*includes, toolkit.include_dir]],
+        *[f"-I{p}" for p in [*includes, toolkit.include_dir, lt.include_dir]],
         *CPP_EXTENSION_NVCC_FLAGS,
         *flags.nvcc_flags(),
         *gencode_flags(archs),
@@ -89,5 +90,6 @@ def build(toolkit: CudaToolkit, archs: ArchList, output: Path, work: Path) -> Pa
         f"-L{torch_lib}", "-lc10", "-ltorch_cpu",
         *flags.link_flags(),
         *flags.cuda_link_flags(str(toolkit.cudart_dir), toolkit.cudart_soname),
+        *flags.cublaslt_link_flags(str(lt.lib_dir), lt.soname),
     ])  # fmt: skip
     return output

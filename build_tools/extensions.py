@@ -9,7 +9,7 @@ from pathlib import Path
 from setuptools import Extension
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-from build_tools import build_facts, cuda_library, cxx_runtime, flags, native_sources
+from build_tools import build_facts, cublaslt, cuda_library, cxx_runtime, flags, native_sources
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.plan import BuildPlan
 
@@ -37,15 +37,17 @@ def extensions(plan: BuildPlan) -> list[Extension]:
     )
     if plan.toolkit is None:
         return [cpu]
+    lt = cublaslt.find(plan.toolkit)
     # CppExtension, not CUDAExtension: that one links libtorch_cuda and libc10_cuda.
     cuda = CppExtension(
         f"{PACKAGE}.{cuda_module(plan.toolkit)}",
         _relative(native_sources.cuda_sources()),
-        include_dirs=[*include, str(plan.toolkit.include_dir)],
+        include_dirs=[*include, str(plan.toolkit.include_dir), str(lt.include_dir)],
         extra_compile_args={"cxx": flags.cxx_flags(), "nvcc": flags.nvcc_flags()},
         extra_link_args=[
             *flags.link_flags(),
             *flags.cuda_link_flags(str(plan.toolkit.cudart_dir), plan.toolkit.cudart_soname),
+            *flags.cublaslt_link_flags(str(lt.lib_dir), lt.soname),
         ],
         py_limited_api=True,
     )

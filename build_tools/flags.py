@@ -46,6 +46,12 @@ def link_flags() -> list[str]:
     return ["-Wl,-z,defs", *cxx_runtime_link_flags()]
 
 
+def cublaslt_link_flags(lib_dir: str, soname: str) -> list[str]:
+    # By soname (libcublasLt.so.13), as cudart: the one torch's CUDA wheels install and
+    # load before wheelops; never bundled (build_tools/repair.py excludes it).
+    return [f"-L{lib_dir}", f"-l:{soname}"]
+
+
 def cuda_link_flags(cudart_dir: str, cudart_soname: str) -> list[str]:
     # Link the soname exactly (libcudart.so.13): PyPI toolkits ship no
     # unversioned libcudart.so, and the soname is what the loader will look for.

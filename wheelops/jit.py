@@ -80,13 +80,24 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
     # Also when cpp_extension was imported before CUDA_HOME was exported.
     cpp_extension.CUDA_HOME = str(toolkit.home)
     (cache / "cuda").mkdir(parents=True, exist_ok=True)
+    from build_tools import cublaslt
+
+    lt = cublaslt.find(toolkit)  # fused_linear_gelu's GEMMs
     path = cpp_extension.load(
         name="wheelops_ops_cuda",
         sources=[str(p) for p in native_sources.cuda_sources()],
         extra_cflags=flags.cxx_flags(),
         extra_cuda_cflags=flags.nvcc_flags(),
-        extra_include_paths=[str(native_sources.INCLUDE_DIR), str(toolkit.include_dir)],
-        extra_ldflags=[f"-L{link_dir}", *flags.cxx_runtime_link_flags()],
+        extra_include_paths=[
+            str(native_sources.INCLUDE_DIR),
+            str(toolkit.include_dir),
+            str(lt.include_dir),
+        ],
+        extra_ldflags=[
+            f"-L{link_dir}",
+            *flags.cublaslt_link_flags(str(lt.lib_dir), lt.soname),
+            *flags.cxx_runtime_link_flags(),
+        ],
         build_directory=str(cache / "cuda"),
         with_cuda=True,
         is_python_module=False,

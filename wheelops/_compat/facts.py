@@ -38,6 +38,9 @@ class CudaLibraryInfo:
     arch_list: str  # TORCH_CUDA_ARCH_LIST as built
     sass_archs: tuple[str, ...]  # archs with machine code
     ptx_archs: tuple[str, ...]  # archs with PTX, JIT-compiled for newer GPUs
+    # The cuBLAS(Lt) headers it was built and linked against, "13.1.1" (major.minor.patch,
+    # as cublasLtGetVersion encodes it); None: a build from before it linked cuBLASLt.
+    cublaslt_version: str | None = None
 
     @property
     def major(self) -> int:

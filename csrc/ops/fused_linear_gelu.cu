@@ -1,0 +1,387 @@
+// fused_linear_gelu forward and backward: cuBLASLt GEMMs with fused epilogues.
+//
+// Row-major Y[M, N] = X[M, K] @ W[N, K]^T is, column-major, Y^T[N, M] = W^T... so
+// cuBLASLt computes D (N x M, ld N) = op(A = W, transposed) @ op(B = X): m = N, n = M,
+// k = K, and the bias (length N) runs along D's rows, as its epilogues want.
+//
+// Forward:
+//   tanh: one GEMM whose epilogue adds the bias and applies cuBLASLt's GELU (the tanh
+//         form) in float32 before rounding: GELU_BIAS, or GELU_AUX_BIAS writing the
+//         pre-activation for the backward too.
+//   none (erf): cuBLASLt has no erf GELU epilogue. The GEMM's BIAS epilogue writes the
+//         pre-activation rounded to the dtype (exactly what F.linear returns), then one
+//         vectorized erf-GELU pass (in place when the pre-activation is not kept): as
+//         exact as F.gelu(F.linear(...)), about as fast.
+//   float64, an epilogue cuBLASLt refuses (alignment), or K = 0: a plain GEMM, then the
+//         bias and the GELU in kernels of our own.
+// Backward: one pass d_pre = grad * gelu'(pre) that also sums grad_bias (deterministic,
+// two stages), then two plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
+// cuBLASLt's DGELU_BGRAD epilogue applies gelu' to a GEMM's output; here the incoming
+// gradient is an input, not a GEMM's output, so it has nothing to fuse into.
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "fused_linear_gelu.h"
+#include "wheelops/cublaslt.cuh"
+#include "wheelops/cuda_runtime.cuh"
+#include "wheelops/dispatch.h"
+#include "wheelops/gelu_math.h"
+#include "wheelops/tensors.h"
+#include "wheelops/vectorized.cuh"
+
+namespace wheelops {
+namespace {
+
+using linear_gelu::GemmShape;
+
+constexpr const char* kOp = "fused_linear_gelu";
+constexpr const char* kBackwardOp = "fused_linear_gelu_backward";
+constexpr int kThreads = 256;
+constexpr int kMaxGridY = 65535;
+// Column sums of the backward's partials: kSumCols columns x kSumSplits threads a block.
+constexpr int kSumCols = 32;
+constexpr int kSumSplits = 32;
+
+template <typename T>
+struct CudaType;
+template <>
+struct CudaType<float> {
+  static constexpr cudaDataType_t value = CUDA_R_32F;
+};
+template <>
+struct CudaType<double> {
+  static constexpr cudaDataType_t value = CUDA_R_64F;
+};
+template <>
+struct CudaType<Half> {
+  static constexpr cudaDataType_t value = CUDA_R_16F;
+};
+template <>
+struct CudaType<BFloat16> {
+  static constexpr cudaDataType_t value = CUDA_R_16BF;
+};
+
+// F.linear's rule: float32 uses TF32 only where allowed; 16-bit inputs accumulate in
+// float32; float64 in float64.
+template <typename T>
+cublasComputeType_t compute_type(bool allow_tf32) {
+  if constexpr (std::is_same_v<T, double>) {
+    return CUBLAS_COMPUTE_64F;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  } else {
+    return CUBLAS_COMPUTE_32F;
+  }
+}
+
+template <gelu::Approximate kMode>
+struct GeluOp {
+  template <typename A>
+  __device__ A operator()(A u) const {
+    return gelu::forward<kMode>(u);
+  }
+};
+
+// h[r, c] += bias[c] (the rare paths whose GEMM could not add it).
+template <typename T>
+__global__ void add_bias_kernel(T* __restrict__ h, const T* __restrict__ bias, int64_t rows,
+                                int64_t cols) {
+  using A = acc_type<T>;
+  const int64_t n = rows * cols;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{blockDim.x} * gridDim.x) {
+    h[i] = static_cast<T>(static_cast<A>(h[i]) + static_cast<A>(bias[i % cols]));
+  }
+}
+
+// d_pre = grad * gelu'(pre) for a tile of (column vectors) x (rows), and per block
+// row the column sums of d_pre (unrounded) into partial[blockIdx.y, cols].
+template <typename T, int kVec, gelu::Approximate kMode>
+__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(
+    const T* __restrict__ grad, const T* __restrict__ pre, T* __restrict__ d_pre,
+    acc_type<T>* __restrict__ partial, int64_t rows, int64_t cols) {
+  using A = acc_type<T>;
+  extern __shared__ unsigned char shared_bytes[];
+  A* shared = reinterpret_cast<A*>(shared_bytes);  // [blockDim.y][blockDim.x][kVec]
+  const int64_t col_vec = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t col_vecs = cols / kVec;
+  A sums[kVec] = {};
+  if (col_vec < col_vecs) {
+    const int64_t row_stride = int64_t{gridDim.y} * blockDim.y;
+    // Rows in increasing order: a fixed order for a given grid.
+    for (int64_t r = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; r < rows; r += row_stride) {
+      const cuda::Vec<T, kVec> g = cuda::load_vec<T, kVec>(grad, r * col_vecs + col_vec);
+      const cuda::Vec<T, kVec> u = cuda::load_vec<T, kVec>(pre, r * col_vecs + col_vec);
+      cuda::Vec<T, kVec> d;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const A v = static_cast<A>(g.val[j]) * gelu::derivative<kMode>(static_cast<A>(u.val[j]));
+        d.val[j] = static_cast<T>(v);
+        sums[j] += v;
+      }
+      cuda::store_vec<T, kVec>(d_pre, r * col_vecs + col_vec, d);
+    }
+  }
+  const int slot = (threadIdx.y * blockDim.x + threadIdx.x) * kVec;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    shared[slot + j] = sums[j];
+  }
+  __syncthreads();
+  if (threadIdx.y == 0 && col_vec < col_vecs) {
+    for (int ty = 1; ty < static_cast<int>(blockDim.y); ++ty) {
+      const int other = (ty * blockDim.x + threadIdx.x) * kVec;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        sums[j] += shared[other + j];
+      }
+    }
+    A* out = partial + int64_t{blockIdx.y} * cols + col_vec * kVec;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      out[j] = sums[j];
+    }
+  }
+}
+
+// grad_bias[c] = sum over s of partial[s, c], in a fixed order.
+template <typename T>
+__global__ void __launch_bounds__(kSumCols * kSumSplits) sum_partials_kernel(
+    const acc_type<T>* __restrict__ partial, T* __restrict__ grad_bias, int64_t splits,
+    int64_t cols) {
+  using A = acc_type<T>;
+  __shared__ A shared[kSumSplits][kSumCols + 1];
+  const int64_t c = int64_t{blockIdx.x} * kSumCols + threadIdx.x;
+  A total = A(0);
+  if (c < cols) {
+    for (int64_t s = threadIdx.y; s < splits; s += kSumSplits) {
+      total += partial[s * cols + c];
+    }
+  }
+  shared[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    A sum = shared[0][threadIdx.x];
+    for (int k = 1; k < kSumSplits; ++k) {
+      sum += shared[k][threadIdx.x];
+    }
+    grad_bias[c] = static_cast<T>(sum);
+  }
+}
+
+template <typename T, int kVec, gelu::Approximate kMode>
+void launch_gelu_grad(
+    const T* grad, const T* pre, T* d_pre, T* grad_bias, const Tensor& like, GemmShape s,
+    int32_t device, cudaStream_t stream) {
+  using A = acc_type<T>;
+  constexpr auto kAccType = std::is_same_v<A, double> ? ScalarType::Double : ScalarType::Float;
+  const int64_t col_vecs = s.n / kVec;
+  int threads_x = 32;
+  while (threads_x < kThreads && threads_x < col_vecs) {
+    threads_x *= 2;
+  }
+  const int threads_y = kThreads / threads_x;
+  const int64_t grid_x = (col_vecs + threads_x - 1) / threads_x;
+  // About four blocks per SM in all, each walking its rows.
+  const int64_t wanted = int64_t{cuda::multiprocessor_count(device)} * 4;
+  int64_t grid_y = (wanted + grid_x - 1) / grid_x;
+  const int64_t row_steps = (s.m + threads_y - 1) / threads_y;
+  grid_y = std::max<int64_t>(1, std::min<int64_t>({grid_y, row_steps, kMaxGridY}));
+  const int64_t splits = s.m > 0 ? grid_y : 0;
+  Tensor partial = allocate(like, {splits > 0 ? splits : 1, s.n}, kAccType);
+  A* partial_ptr = partial.mutable_data_ptr<A>();
+  const size_t shared = size_t{kThreads} * kVec * sizeof(A);
+  if (splits > 0) {
+    gelu_grad_kernel<T, kVec, kMode>
+        <<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)),
+           dim3(threads_x, threads_y), shared, stream>>>(grad, pre, d_pre, partial_ptr, s.m, s.n);
+    WHEELOPS_CHECK_LAUNCH(kBackwardOp);
+  }
+  if (grad_bias != nullptr) {
+    const auto blocks = static_cast<unsigned>((s.n + kSumCols - 1) / kSumCols);
+    sum_partials_kernel<T><<<blocks, dim3(kSumCols, kSumSplits), 0, stream>>>(
+        partial_ptr, grad_bias, splits, s.n);
+    WHEELOPS_CHECK_LAUNCH(kBackwardOp);
+  }
+}
+
+// D (N x M column-major) = W @ X^T as cuBLASLt sees it: Y[M, N] row-major.
+template <typename T>
+cublaslt::Gemm forward_gemm(GemmShape s, bool allow_tf32, cublasLtEpilogue_t epilogue) {
+  return {CudaType<T>::value, compute_type<T>(allow_tf32), true, false, s.n, s.m, s.k,
+          s.k, s.k, s.n, epilogue, s.n};
+}
+
+template <typename T>
+bool has_bias_epilogue() {
+  return !std::is_same_v<T, double>;  // cuBLASLt's epilogues are for float32 and below
+}
+
+template <typename T>
+void forward(
+    const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, gelu::Approximate mode,
+    bool allow_tf32, Tensor& out, std::optional<Tensor> pre, GemmShape s, int32_t device,
+    cudaStream_t stream) {
+  const T* px = x.const_data_ptr<T>();
+  const T* pw = w.const_data_ptr<T>();
+  const T* pb = bias ? bias->const_data_ptr<T>() : nullptr;
+  T* po = out.mutable_data_ptr<T>();
+  T* pp = pre ? pre->mutable_data_ptr<T>() : nullptr;
+  // cuBLASLt wants the aux leading dimension a multiple of 8.
+  if (mode == gelu::Approximate::kTanh && s.k > 0 && has_bias_epilogue<T>() &&
+      (pp == nullptr || s.n % 8 == 0)) {
+    const cublasLtEpilogue_t epilogue = pp != nullptr
+        ? (pb != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+        : (pb != nullptr ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
+    if (cublaslt::try_matmul(forward_gemm<T>(s, allow_tf32, epilogue), {pw, px, po, pb, pp},
+                             x, device, stream, kOp)) {
+      return;
+    }
+  }
+  // The pre-activation, then the GELU over it.
+  T* ph = pp != nullptr ? pp : po;
+  bool bias_added = pb == nullptr;
+  if (s.k == 0) {
+    WHEELOPS_CUDA_CHECK(cudaMemsetAsync(ph, 0, sizeof(T) * s.m * s.n, stream), kOp);
+  } else {
+    if (!bias_added && has_bias_epilogue<T>()) {
+      bias_added = cublaslt::try_matmul(
+          forward_gemm<T>(s, allow_tf32, CUBLASLT_EPILOGUE_BIAS), {pw, px, ph, pb, nullptr}, x,
+          device, stream, kOp);
+    }
+    if (!bias_added || pb == nullptr) {
+      cublaslt::matmul(forward_gemm<T>(s, allow_tf32, CUBLASLT_EPILOGUE_DEFAULT),
+                       {pw, px, ph, nullptr, nullptr}, x, device, stream, kOp);
+    }
+  }
+  if (!bias_added) {
+    add_bias_kernel<T><<<cuda::grid_for(s.m * s.n, kThreads, device), kThreads, 0, stream>>>(
+        ph, pb, s.m, s.n);
+    WHEELOPS_CHECK_LAUNCH(kOp);
+  }
+  gelu::dispatch_mode(mode, [&](auto m) {
+    cuda::launch_elementwise<T, 1>(
+        po, cuda::Inputs<T, 1>{{ph}}, s.m * s.n, GeluOp<decltype(m)::value>{}, device, stream,
+        kOp);
+  });
+}
+
+} // namespace
+
+std::tuple<Tensor, Tensor> fused_linear_gelu_cuda(
+    const Tensor& input, const Tensor& weight, std::optional<Tensor> bias,
+    std::string approximate, bool allow_tf32, bool keep_pre_activation) {
+  linear_gelu::check_args(input, weight, bias, kOp);
+  const gelu::Approximate mode = gelu::parse_approximate(approximate, kOp);
+  const int32_t device = input.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const GemmShape s = linear_gelu::gemm_shape(input, weight);
+  const std::vector<int64_t> out_sizes = linear_gelu::output_sizes(input, s.n);
+  Tensor out = allocate(input, out_sizes);
+  Tensor pre = allocate(input, keep_pre_activation ? out_sizes : std::vector<int64_t>{0});
+  if (s.m == 0 || s.n == 0) {
+    return {out, pre};
+  }
+  const Tensor x = as_contiguous(input);
+  const Tensor w = as_contiguous(weight);
+  const std::optional<Tensor> b = as_contiguous(bias);
+  const cudaStream_t stream = cuda::current_stream(device, kOp);
+  dispatch_float(input.scalar_type(), kOp, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    forward<T>(x, w, b, mode, allow_tf32, out,
+               keep_pre_activation ? std::optional<Tensor>(pre) : std::nullopt, s, device,
+               stream);
+  });
+  return {out, pre};
+}
+
+std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>>
+fused_linear_gelu_backward_cuda(
+    const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& pre_activation,
+    std::string approximate, bool allow_tf32, bool input_grad, bool weight_grad,
+    bool bias_grad) {
+  linear_gelu::check_backward_args(grad, input, weight, pre_activation);
+  const gelu::Approximate mode = gelu::parse_approximate(approximate, kBackwardOp);
+  const int32_t device = input.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  const GemmShape s = linear_gelu::gemm_shape(input, weight);
+  std::optional<Tensor> grad_input, grad_weight, grad_bias;
+  if (input_grad) {
+    grad_input = allocate(input, input.sizes());
+  }
+  if (weight_grad) {
+    grad_weight = allocate(input, weight.sizes());
+  }
+  if (bias_grad) {
+    grad_bias = allocate(input, {s.n});
+  }
+  const cudaStream_t stream = cuda::current_stream(device, kBackwardOp);
+  const Tensor g_c = as_contiguous(grad);
+  const Tensor p_c = as_contiguous(pre_activation);
+  const Tensor x = as_contiguous(input);
+  const Tensor w = as_contiguous(weight);
+  Tensor d_pre = allocate(input, {s.m, s.n});
+  dispatch_float(input.scalar_type(), kBackwardOp, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const size_t elem = sizeof(T);
+    T* pd = d_pre.mutable_data_ptr<T>();
+    T* pgb = bias_grad ? grad_bias->mutable_data_ptr<T>() : nullptr;
+    if (s.n > 0) {
+      const T* pg = g_c.const_data_ptr<T>();
+      const T* pp = p_c.const_data_ptr<T>();
+      const bool vec = cuda::can_vectorize<T>(s.n, {pg, pp, pd});
+      gelu::dispatch_mode(mode, [&](auto m) {
+        constexpr gelu::Approximate kMode = decltype(m)::value;
+        if (vec) {
+          launch_gelu_grad<T, cuda::kVecSize<T>, kMode>(pg, pp, pd, pgb, x, s, device, stream);
+        } else {
+          launch_gelu_grad<T, 1, kMode>(pg, pp, pd, pgb, x, s, device, stream);
+        }
+      });
+    }
+    const cublasComputeType_t compute = compute_type<T>(allow_tf32);
+    if (input_grad && s.m * s.k > 0) {
+      T* pgi = grad_input->mutable_data_ptr<T>();
+      if (s.n == 0) {
+        WHEELOPS_CUDA_CHECK(cudaMemsetAsync(pgi, 0, elem * s.m * s.k, stream), kBackwardOp);
+      } else {
+        // grad_input^T (K x M) = W^T-as-stored (K x N, ld K) @ d_pre^T-as-stored (N x M)
+        cublaslt::matmul({CudaType<T>::value, compute, false, false, s.k, s.m, s.n, s.k, s.n,
+                          s.k, CUBLASLT_EPILOGUE_DEFAULT, 0},
+                         {w.const_data_ptr<T>(), pd, pgi, nullptr, nullptr}, x, device, stream,
+                         kBackwardOp);
+      }
+    }
+    if (weight_grad && s.n * s.k > 0) {
+      T* pgw = grad_weight->mutable_data_ptr<T>();
+      if (s.m == 0) {
+        WHEELOPS_CUDA_CHECK(cudaMemsetAsync(pgw, 0, elem * s.n * s.k, stream), kBackwardOp);
+      } else {
+        // grad_weight^T (K x N) = X-as-stored (K x M, ld K) @ (d_pre-as-stored (N x M))^T
+        cublaslt::matmul({CudaType<T>::value, compute, false, true, s.k, s.n, s.m, s.k, s.n,
+                          s.k, CUBLASLT_EPILOGUE_DEFAULT, 0},
+                         {x.const_data_ptr<T>(), pd, pgw, nullptr, nullptr}, x, device, stream,
+                         kBackwardOp);
+      }
+    }
+    if (bias_grad && s.n > 0 && s.m == 0) {
+      WHEELOPS_CUDA_CHECK(cudaMemsetAsync(pgb, 0, elem * s.n, stream), kBackwardOp);
+    }
+  });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
+  m.impl("fused_linear_gelu", TORCH_BOX(&fused_linear_gelu_cuda));
+  m.impl("fused_linear_gelu_backward", TORCH_BOX(&fused_linear_gelu_backward_cuda));
+}
+
+} // namespace wheelops
