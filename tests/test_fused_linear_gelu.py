@@ -345,3 +345,53 @@ def test_mixed_devices_are_refused(device_of):
     args[device_of] = args[device_of].cpu()
     with pytest.raises(ValueError, match=f"'input' and '{device_of}' must be on the same device"):
         wheelops.fused_linear_gelu(**args)
+
+
+# ------------------------------------------------------------------ wheelops.nn.LinearGELU
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_module_is_a_drop_in_for_linear_and_gelu(bias, approximate):
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(
+        torch.nn.Linear(12, 20, bias=bias), torch.nn.GELU(approximate=approximate)
+    )
+    torch.manual_seed(0)
+    module = wheelops.nn.LinearGELU(12, 20, bias=bias, approximate=approximate)
+    # Same initialisation from the same seed, same parameter names and shapes.
+    assert module.state_dict().keys() == reference[0].state_dict().keys()
+    for key, value in reference[0].state_dict().items():
+        torch.testing.assert_close(module.state_dict()[key], value, atol=0, rtol=0)
+    # Loads both ways.
+    other = wheelops.nn.LinearGELU(12, 20, bias=bias, approximate=approximate)
+    other.load_state_dict(reference[0].state_dict())
+    linear = torch.nn.Linear(12, 20, bias=bias)
+    linear.load_state_dict(module.state_dict())
+    x = torch.randn(3, 5, 12)
+    torch.testing.assert_close(other(x), reference(x), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(torch.nn.functional.gelu(linear(x), approximate=approximate),
+                               module(x), atol=1e-6, rtol=1e-5)  # fmt: skip
+    grads = torch.autograd.grad(module(x).square().sum(), list(module.parameters()))
+    want = torch.autograd.grad(reference(x).square().sum(), list(reference.parameters()))
+    for g, w in zip(grads, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    assert f"approximate='{approximate}'" in repr(module)
+
+
+def test_module_rejects_an_unknown_approximation():
+    with pytest.raises(ValueError, match="'approximate' must be 'none' or 'tanh'"):
+        wheelops.nn.LinearGELU(4, 4, approximate="erf")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_dtype_device_and_mlp(device):
+    mlp = torch.nn.Sequential(
+        wheelops.nn.LinearGELU(16, 64, device=device, dtype=torch.bfloat16),
+        torch.nn.Linear(64, 16, device=device, dtype=torch.bfloat16),
+    )
+    assert mlp[0].weight.dtype == torch.bfloat16 and mlp[0].weight.device.type == device
+    out = mlp(torch.randn(8, 16, device=device, dtype=torch.bfloat16))
+    assert out.shape == (8, 16) and out.dtype == torch.bfloat16
+    out.float().sum().backward()
+    assert mlp[0].weight.grad is not None and mlp[0].bias.grad is not None
