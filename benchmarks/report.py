@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import linear_gelu
 from targets import MET, MISSED, TARGETS
 
 COLUMNS = (
@@ -44,6 +45,7 @@ def render(data: dict[str, Any]) -> str:
         lines += _table(rows)
     lines += _overhead(data.get("overhead") or [])
     lines += _sweep(data.get("sweep") or [])
+    lines += linear_gelu.render(data.get("linear_gelu") or [])
     return "\n".join(lines) + "\n"
 
 

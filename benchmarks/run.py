@@ -2,11 +2,14 @@
 
     python benchmarks/run.py --out DIR [--ops layer_norm,softmax] [--dtypes bfloat16,float32]
                              [--quick] [--device cuda|cpu] [--reps N] [--no-compile]
-                             [--sections main,overhead,sweep]
+                             [--sections main,overhead,sweep,linear_gelu]
     python benchmarks/run.py --only-table DIR/benchmark.json [--out DIR]
 
 Writes DIR/benchmark.json (rewritten after every case, so an interrupted run
-keeps what it measured), DIR/benchmark.md and, with matplotlib, DIR/sweep.png.
+keeps what it measured), DIR/benchmark.md and, with matplotlib, DIR/sweep.png and
+DIR/linear_gelu.png. The linear_gelu section (fused_linear_gelu against the GEMM alone,
+nn.Linear+nn.GELU, torch.compile and torch._addmm_activation) runs when --sections names
+it, or with every section when --ops is not given.
 Progress goes to stderr. Exits 1
 when any wheelops result was wrong or failed, 2 on bad arguments or a wheelops
 that lacks a selected op. Run it as a script: it imports the installed wheelops,
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import environment
+import linear_gelu
 import torch
 from cases import OPS, OPS_BY_NAME, PROFILES, Case, OpSpec, cases
 from measure import PASSES, Implementations, measure_case, new_row
@@ -35,8 +39,8 @@ from timing import Timer, copy_bandwidth
 from verify import DEFAULT_TOLERANCE
 
 JSON_NAME, MARKDOWN_NAME = "benchmark.json", "benchmark.md"
-SCHEMA_VERSION = 2  # 2: sections (overhead, sweep), the eager-parity target
-SECTIONS = ("main", "overhead", "sweep")
+SCHEMA_VERSION = 3  # 2: sections (overhead, sweep), the eager-parity target; 3: linear_gelu
+SECTIONS = ("main", "overhead", "sweep", "linear_gelu")
 DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in DEFAULT_TOLERANCE}
 COMPILE_MODE = "default"
 # Enough compiled graphs per op for every shape x dtype x (forward, training) it meets.
@@ -65,7 +69,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sections",
         default=",".join(SECTIONS),
         help="comma-separated from main (the tables), overhead (µs per call on a tiny "
-        "tensor), sweep (GB/s against size); default all",
+        "tensor), sweep (GB/s against size), linear_gelu (fused_linear_gelu against GEMM, "
+        "eager, compile, _addmm_activation; default only without --ops); default all",
     )
     parser.add_argument("--overhead-calls", type=int, help="calls per round of the overhead timing")
     parser.add_argument("--only-table", type=Path, metavar="JSON", help="re-render a JSON")
@@ -76,6 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.specs = select_ops(args.ops)
         args.dtype_list = select_dtypes(args.dtypes)
         args.section_list = select_sections(args.sections)
+        if args.ops is not None and args.sections == parser.get_default("sections"):
+            # --ops chose ops of the main tables: the GEMM section only when named
+            args.section_list = tuple(s for s in args.section_list if s != "linear_gelu")
     except ValueError as err:
         parser.error(str(err))
     if args.device == "cuda" and args.only_table is None and not torch.cuda.is_available():
@@ -202,6 +210,7 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
         "rows": [],
         "overhead": [],
         "sweep": [],
+        "linear_gelu": [],
     }
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"copy bandwidth: {copy.gbps:.0f} GB/s ({timer.method})", file=sys.stderr)
@@ -245,9 +254,22 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
                         file=sys.stderr,
                     )
             _write(args.out, data, markdown=False)
+    if "linear_gelu" in args.section_list:
+        torch.compiler.reset()
+        compiled: dict | None = None if args.no_compile else {}
+        for shape, dtype, approximate, pass_ in linear_gelu.cases(profile, args.dtype_list):
+            row = linear_gelu.measure_row(
+                shape, dtype, approximate, pass_, timer, device, wheelops, compiled
+            )
+            data["linear_gelu"].append(row)
+            print(_linear_gelu_progress(row, time.perf_counter() - started), file=sys.stderr)
+            _write(args.out, data, markdown=False)
+            if on_gpu:
+                torch.cuda.empty_cache()
     _write(args.out, data, markdown=True)
     _plot(data, args.out)
     bad = [row for row in data["rows"] + data["sweep"] if row["status"] != "ok"]
+    bad += [row for row in data["linear_gelu"] if row["status"] != "ok"]
     bad += [row for row in data["overhead"] if row["verdict"] == "error"]
     print(
         f"wrote {args.out / JSON_NAME} and {MARKDOWN_NAME} in {time.perf_counter() - started:.0f} s"
@@ -289,14 +311,26 @@ def _progress(row: dict[str, Any], elapsed: float) -> str:
     )
 
 
+def _linear_gelu_progress(row: dict[str, Any], elapsed: float) -> str:
+    name = f"fused_linear_gelu {row['pass']} {row['dtype']} {row['approximate']} {row['label']}"
+    if row["status"] != "ok":
+        return f"[{elapsed:5.0f}s] {name}: {row['status'].upper()}: {row['problem']}"
+    times = ", ".join(
+        f"{impl} {row[impl]['median_us']:.1f} us" for impl in linear_gelu.IMPLS if row.get(impl)
+    )
+    missed = [name for name, verdict in row["targets"].items() if verdict == "missed"]
+    return f"[{elapsed:5.0f}s] {name}: {times}" + (f"; missed {missed}" if missed else "")
+
+
 def _plot(data: dict[str, Any], out: Path) -> None:
-    try:
-        path = plot_sweep(data, out)
-    except ImportError:
-        print(f"note: no {PLOT_NAME}: matplotlib is not installed", file=sys.stderr)
-        return
-    if path is not None:
-        print(f"wrote {path}", file=sys.stderr)
+    for name, plotter in ((PLOT_NAME, plot_sweep), (linear_gelu.PLOT_NAME, linear_gelu.plot)):
+        try:
+            path = plotter(data, out)
+        except ImportError:
+            print(f"note: no {name}: matplotlib is not installed", file=sys.stderr)
+            return
+        if path is not None:
+            print(f"wrote {path}", file=sys.stderr)
 
 
 def _write(out: Path, data: dict[str, Any], markdown: bool) -> None:

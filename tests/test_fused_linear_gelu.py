@@ -395,3 +395,35 @@ def test_module_dtype_device_and_mlp(device):
     assert out.shape == (8, 16) and out.dtype == torch.bfloat16
     out.float().sum().backward()
     assert mlp[0].weight.grad is not None and mlp[0].bias.grad is not None
+
+
+@pytest.mark.gpu
+def test_cublaslt_tanh_epilogue_is_torchs_tanh_gelu():
+    # GELU_AUX_BIAS writes the float32 pre-activation beside the GELU it computed from it:
+    # the epilogue's GELU against float64 F.gelu(tanh) of that same value, in float32 ulps.
+    x, w, b = inputs((256, 512), 1024, torch.float32, "cuda", seed=14)
+    out, pre = OP(x, w, b, "tanh", False, True)
+    want = F.gelu(pre.double(), approximate="tanh")
+    ulps = (out.double() - want).abs() / (ROUNDOFF[torch.float32] * (1 + pre.double().abs()))
+    print(f"cuBLASLt tanh GELU epilogue: max error {float(ulps.max()):.2f} ulps of 1 + |u|")
+    assert float(ulps.max()) <= EVALUATION_ULPS
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("allow_tf32", [False, True])
+def test_float32_follows_allow_tf32_like_f_linear(allow_tf32):
+    x, w, b = inputs((64, 4096), 256, torch.float32, "cuda", seed=15)
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    try:
+        out = wheelops.fused_linear_gelu(x, w, b)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    ref, _, _, bound = forward_reference(x.cpu(), w.cpu(), b.cpu(), "none")
+    error = (out.cpu().double() - ref).abs()
+    if allow_tf32:  # inputs rounded to TF32's 10-bit mantissa: beyond the float32 bound
+        assert bool((error > bound).any())
+        magnitude = F.linear(x.cpu().double().abs(), w.cpu().double().abs(), b.cpu().double().abs())
+        assert bool((error <= bound + GELU_SLOPE * 2 * 2.0**-11 * magnitude).all())
+    else:
+        assert bool((error <= bound).all())
