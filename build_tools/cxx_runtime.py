@@ -19,14 +19,6 @@ from pathlib import Path
 from build_tools.compat import elf
 
 SHARED_CXX_RUNTIME = "libstdc++.so.6"
-# Symbols that only the C++ runtime itself defines, each owning process-wide
-# state (exceptions in flight, the classic locale, the unwinder's frame search).
-_RUNTIME_SYMBOLS = {
-    "__cxa_throw": "the C++ exception runtime (libstdc++ / libsupc++)",
-    "__gxx_personality_v0": "the C++ exception runtime (libstdc++ / libsupc++)",
-    "_ZNSt6locale7classicEv": "libstdc++'s locales and iostreams",
-    "_Unwind_RaiseException": "the unwinder (libgcc_eh)",
-}
 
 
 class CxxRuntimeError(RuntimeError):
@@ -37,7 +29,7 @@ def check_shared_cxx_runtime(library: Path, compiler: str) -> str:
     """Raise CxxRuntimeError if `library` defines any of the C++ runtime's own symbols;
     else return what it links, for the build facts ("libstdc++.so.6 (shared)")."""
     facts = elf.link_facts(library)
-    embedded = sorted({what for sym, what in _RUNTIME_SYMBOLS.items() if sym in facts.defined})
+    embedded = elf.private_cxx_runtime(facts)
     if embedded:
         raise CxxRuntimeError(
             f"{library.name} was linked with a private copy of {' and '.join(embedded)} "

@@ -9,6 +9,8 @@ torch's own error names the op (README troubleshooting quotes it).
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -132,30 +134,97 @@ class SmallModel(torch.nn.Module):
         return wheelops.softmax(self.norm(wheelops.add(x, y)))
 
 
+class PlainModel(torch.nn.Module):
+    """The control: no wheelops op, packaged and loaded exactly as SmallModel."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x + y))
+
+
+# torch 2.10's aoti_load_package uses torch._inductor.codecache without importing it.
+LOAD_AND_RUN = """
+    import torch{extra}
+    import torch._inductor.codecache
+    args, expected = torch.load("io.pt")
+    runner = torch._inductor.aoti_load_package("model.pt2")
+    torch.testing.assert_close(runner(*args), expected)
+    print("package ran")
+    """
+
+
+def _package(model: torch.nn.Module, device: str, folder: Path, cxx: str | None) -> None:
+    """Export and package `model` with AOTInductor into folder/model.pt2 (with `cxx`, the
+    compiler it builds with, where given), and its inputs and outputs into folder/io.pt."""
+    folder.mkdir()
+    model = model.to(device).eval()
+    args = (torch.randn(4, 32, device=device), torch.randn(4, 32, device=device))
+    compiler = {"cpp.cxx": (None, cxx)} if cxx else {}
+    with torch.no_grad(), torch._inductor.config.patch(compiler):
+        expected = model(*args)
+        torch._inductor.aoti_compile_and_package(
+            torch.export.export(model, args), package_path=str(folder / "model.pt2")
+        )
+    torch.save((args, expected), folder / "io.pt")
+
+
+def _compiler_finding() -> dict:
+    done = subprocess.run([sys.executable, "-m", "wheelops", "--json"], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["check"] == "C++ compiler"]
+    return finding
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_aoti_package_runs_in_a_fresh_process(tmp_path, device):
-    model = SmallModel(32).to(device).eval()
-    args = (torch.randn(4, 32, device=device), torch.randn(4, 32, device=device))
-    with torch.no_grad():
-        expected = model(*args)
-        package = torch._inductor.aoti_compile_and_package(
-            torch.export.export(model, args), package_path=str(tmp_path / "model.pt2")
-        )
-    torch.save((args, expected), tmp_path / "io.pt")
-    # torch 2.10's aoti_load_package uses torch._inductor.codecache without importing it.
-    run = """
-        import torch{extra}
-        import torch._inductor.codecache
-        args, expected = torch.load("io.pt")
-        runner = torch._inductor.aoti_load_package("model.pt2")
-        torch.testing.assert_close(runner(*args), expected)
-        print("package ran")
-        """
-    done = _run_python(run.format(extra=", wheelops"), tmp_path)
+    """First the control, a plain model: where its package crashes when loaded, the
+    platform's AOTInductor is broken, not wheelops (issue #26: the GPU machine's $CXX links
+    libstdc++ statically). The doctor must then say so and name the CXX that works, and
+    both packages must run when built with it; else they must run as they are."""
+    cxx = None
+    _package(PlainModel(32), device, tmp_path / "control", cxx)
+    control = _run_python(LOAD_AND_RUN.format(extra=""), tmp_path / "control")
+    finding = _compiler_finding()
+    if control.returncode < 0:  # killed by a signal: the platform's compiler
+        assert finding["status"] == "degraded" and "SIGSEGV" in finding["message"], finding
+        (fix,) = finding["fix"]
+        cxx = fix.removeprefix("export CXX=")
+        _package(PlainModel(32), device, tmp_path / "control-fixed", cxx)
+        control = _run_python(LOAD_AND_RUN.format(extra=""), tmp_path / "control-fixed")
+    else:
+        assert finding["status"] == "ok", finding
+    assert control.returncode == 0 and "package ran" in control.stdout, control.stderr[-3000:]
+
+    _package(SmallModel(32), device, tmp_path / "wheelops", cxx)
+    done = _run_python(LOAD_AND_RUN.format(extra=", wheelops"), tmp_path / "wheelops")
     assert done.returncode == 0 and "package ran" in done.stdout, done.stderr[-3000:]
-    assert Path(package).is_file()
     # Without wheelops loaded, LibTorch's loader names the first wheelops op it misses.
-    done = _run_python(run.format(extra=""), tmp_path)
+    done = _run_python(LOAD_AND_RUN.format(extra=""), tmp_path / "wheelops")
     assert done.returncode != 0
     assert "Could not find schema for wheelops::" in done.stderr, done.stderr[-3000:]
+
+
+def test_the_doctor_names_a_compiler_that_would_build_crashing_packages(tmp_path):
+    """A compiler wrapper that links the C++ runtime statically (as the GPU machine's $CXX
+    does): the doctor warns, and its fix names one that links it dynamically."""
+    wrapper = tmp_path / "g++-static-runtime"
+    wrapper.write_text('#!/bin/sh\nexec g++ -static-libstdc++ -static-libgcc "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, "CXX": str(wrapper)}
+    done = subprocess.run([sys.executable, "-m", "wheelops", "--json"], capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+    report = json.loads(done.stdout)
+    (finding,) = [f for f in report["findings"] if f["check"] == "C++ compiler"]
+    assert finding["status"] == "degraded" and "libstdc++" in finding["message"], finding
+    assert str(wrapper) in finding["message"] and "SIGSEGV" in finding["message"]
+    (fix,) = finding["fix"]
+    assert fix.startswith("export CXX=/") and fix != f"export CXX={wrapper}"
+    cured = {**env, "CXX": fix.removeprefix("export CXX=")}
+    done = subprocess.run([sys.executable, "-m", "wheelops", "--json"], capture_output=True,
+                          text=True, timeout=300, env=cured)  # fmt: skip
+    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["check"] == "C++ compiler"]
+    assert finding["status"] == "ok", finding

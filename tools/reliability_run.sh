@@ -47,9 +47,9 @@ print(json.dumps({"gpus": smi, "torch": torch.__version__, "cuda": torch.version
 PY
 read -r -a extra <<<"${PYTEST_ARGS:-}"
 workers=()
-# worksteal: an idle worker takes queued tests from a busy one, so a few long tests
-# do not leave the others idle at the end.
-[[ -z "${TEST_WORKERS:-}" ]] || workers=(-n "$TEST_WORKERS" --dist worksteal)
+# xdist's "load": each worker takes the next test as it becomes free; the suite puts its
+# longest (the property tests) first, so no long test starts last.
+[[ -z "${TEST_WORKERS:-}" ]] || workers=(-n "$TEST_WORKERS" --dist load)
 # SIGINT first: pytest then still prints its failures and writes its report.
 limit=(timeout -k 30 -s INT "${STAGE_TIMEOUT:-540}")
 suite() {  # report name, then pytest arguments

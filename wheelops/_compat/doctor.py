@@ -10,7 +10,15 @@ import json
 from typing import Any
 
 from . import loader
-from .facts import BuildInfo, Gpu, cuda_driver_version, glibc_version, this_process, visible_gpus
+from .facts import (
+    BuildInfo,
+    Gpu,
+    cuda_driver_version,
+    cxx_compilers,
+    glibc_version,
+    this_process,
+    visible_gpus,
+)
 from .policy import Finding, Status
 
 
@@ -36,7 +44,9 @@ def collect(version: str, import_error: BaseException | None = None) -> dict[str
     gpus = visible_gpus() if kind == "cuda" else []
     driver = cuda_driver_version() if kind == "cuda" else None
     failure = None if import_error is None else f"{type(import_error).__name__}: {import_error}"
-    report = loader.report_with_devices(gpus, driver, import_failure=failure)
+    # torch's run-time compiler, for AOTInductor packages: only where torch is (0.2 s).
+    compilers = cxx_compilers() if kind != "missing" else None
+    report = loader.report_with_devices(gpus, driver, import_failure=failure, compilers=compilers)
     build = report.build if isinstance(report.build, BuildInfo) else None
     state = loader.state()
     return {

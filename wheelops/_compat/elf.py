@@ -127,3 +127,20 @@ def link_facts(path: Path) -> LinkFacts:
                 if name and shndx != _SHN_UNDEF:
                     defined.add(string(link, name))
     return LinkFacts(tuple(needed), frozenset(defined))
+
+
+# Symbols that only the C++ runtime itself defines, each owning process-wide state
+# (exceptions in flight, the classic locale, the unwinder's frame search).
+RUNTIME_SYMBOLS = {
+    "__cxa_throw": "the C++ exception runtime (libstdc++ / libsupc++)",
+    "__gxx_personality_v0": "the C++ exception runtime (libstdc++ / libsupc++)",
+    "_ZNSt6locale7classicEv": "libstdc++'s locales and iostreams",
+    "_Unwind_RaiseException": "the unwinder (libgcc_eh)",
+}
+
+
+def private_cxx_runtime(facts: LinkFacts) -> list[str]:
+    """What of the C++ runtime a library carries a private copy of (it defines the runtime's
+    own symbols): such a library, loaded beside torch's shared libstdc++, crashes or
+    garbles its errors. Empty: it uses the shared runtime, or none."""
+    return sorted({what for symbol, what in RUNTIME_SYMBOLS.items() if symbol in facts.defined})

@@ -15,12 +15,16 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from struct import error as struct_error
 from typing import Any
 
-from .elf import host_machine
+from .elf import host_machine, link_facts, private_cxx_runtime
 from .matrix import variant_name
 
 BUILD_INFO_FILE = "_build_info.json"
@@ -302,3 +306,69 @@ def glibc_version() -> str | None:
         return os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
     except (ValueError, OSError):
         return None
+
+
+@dataclass(frozen=True)
+class CompilerProbe:
+    """How a C++ compiler links shared libraries, learnt by building one that throws."""
+
+    compiler: str  # as named: $CXX, or g++
+    path: str | None  # where it resolves on PATH; None: not found
+    runtime: str  # "shared", "private" (its own copy of libstdc++), "unknown" (no probe)
+    detail: str = ""  # what the private copy holds, or why the probe failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_PROBE_SOURCE = (
+    "#include <stdexcept>\n"
+    'extern "C" void wheelops_probe(int x) { if (x) throw std::runtime_error("probe"); }\n'
+)
+
+
+def probe_compiler(compiler: str) -> CompilerProbe:
+    """Build a tiny shared library that throws with `compiler` and read what it links (a
+    fraction of a second; the doctor calls it, never import)."""
+    path = shutil.which(compiler)
+    if path is None:
+        return CompilerProbe(compiler, None, "unknown", "not found on PATH")
+    with tempfile.TemporaryDirectory() as scratch:
+        source, library = Path(scratch, "probe.cpp"), Path(scratch, "probe.so")
+        source.write_text(_PROBE_SOURCE)
+        try:
+            done = subprocess.run(
+                [path, "-shared", "-fPIC", "-o", str(library), str(source)],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            if done.returncode != 0:
+                return CompilerProbe(compiler, path, "unknown", done.stderr.strip()[-300:])
+            private = private_cxx_runtime(link_facts(library))
+        except (OSError, subprocess.SubprocessError, ValueError, struct_error) as err:
+            return CompilerProbe(compiler, path, "unknown", f"{type(err).__name__}: {err}")
+    return CompilerProbe(compiler, path, "private" if private else "shared", " and ".join(private))
+
+
+def torch_cxx_compiler() -> str:
+    """The compiler torch builds C++ with at run time (AOTInductor packages, the CPU code of
+    torch.compile, cpp_extension): $CXX, else g++, as torch._inductor.config reads it."""
+    return os.environ.get("CXX") or "g++"
+
+
+def cxx_compilers() -> list[CompilerProbe]:
+    """torch's compiler first; where it carries a private C++ runtime, the other g++/c++ on
+    PATH (and /usr/bin's) that link the shared one: the CXX that would work."""
+    first = probe_compiler(torch_cxx_compiler())
+    if first.runtime != "private":
+        return [first]
+    seen, found = {first.path}, [first]
+    for name in ("g++", "c++", "clang++"):
+        for directory in [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin"]:
+            candidate = Path(directory or ".", name)
+            if str(candidate) in seen or not os.access(candidate, os.X_OK):
+                continue
+            seen.add(str(candidate))
+            probe = probe_compiler(str(candidate))
+            if probe.runtime == "shared":
+                found.append(probe)
+    return found

@@ -208,7 +208,10 @@ def _evaluate(**extra: Any) -> Report:
 
 
 def report_with_devices(
-    gpus: list[Any], driver: str | None, import_failure: str | None = None
+    gpus: list[Any],
+    driver: str | None,
+    import_failure: str | None = None,
+    compilers: list[Any] | None = None,
 ) -> Report:
     """The doctor's report: what import decided, plus the driver, every GPU, the installed
     files against the wheel's RECORD and the other wheelops on sys.path (none of which
@@ -219,7 +222,7 @@ def report_with_devices(
         damaged = [f"{record.__file__} is damaged ({type(err).__name__}: {err})"]
     return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged,
                      other_installs=other_installs(PACKAGE_DIR),
-                     import_failure=import_failure)  # fmt: skip
+                     import_failure=import_failure, compilers=compilers)  # fmt: skip
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:

@@ -19,7 +19,14 @@ from typing import Any
 from .archs import describe, kernel_for
 from .dlerror import LoadFailure
 from .early import python_rule
-from .facts import BuildInfo, CudaLibraryInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
+from .facts import (
+    BuildInfo,
+    CompilerProbe,
+    CudaLibraryInfo,
+    Gpu,
+    RuntimeFacts,
+    UnreadableBuildInfo,
+)
 from .matrix import Matrix, variant_name, version_tuple
 from .record import FileDamage
 
@@ -131,6 +138,7 @@ def evaluate(
     changed_libraries: Mapping[str, str] | None = None,
     installed_version: str | None = None,
     import_failure: str | None = None,
+    compilers: Sequence[CompilerProbe] | None = None,
 ) -> Report:
     """Decide which libraries load and report every finding.
 
@@ -146,7 +154,8 @@ def evaluate(
     `installed_version`: the version the install's METADATA names (its local label is the
     wheel's variant: the reinstall of the same wheel). `other_installs`: the other
     wheelops packages on sys.path. `import_failure`: the error `import wheelops` raised
-    (the doctor runs past it).
+    (the doctor runs past it). `compilers`: torch's run-time C++ compiler, then the ones
+    that would serve instead (None: not probed; the doctor probes).
     """
     rules = _Rules(matrix, runtime, cuda_override, installed_version)
     about_install = []
@@ -156,6 +165,8 @@ def evaluate(
         about_install.append(rules.installed_files(build, damaged_files))
     if other_installs:
         about_install.append(rules.other_installs(other_installs))
+    if compilers:
+        about_install.append(rules.cxx_compiler(compilers[0], compilers[1:]))
     if isinstance(build, UnreadableBuildInfo):
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
@@ -596,6 +607,32 @@ class _Rules:
             f"this process imports wheelops from the first on sys.path; also there, and not "
             f"used: {'; '.join(others)}. Remove the one you do not want, or run from another "
             "directory (a source tree in the current directory comes first)",
+        )  # fmt: skip
+
+    def cxx_compiler(self, probe: CompilerProbe, working: Sequence[CompilerProbe]) -> Finding:
+        """The compiler torch builds C++ with at run time. One that links libstdc++
+        statically into shared libraries builds AOTInductor packages that crash (SIGSEGV)
+        when loaded, with or without wheelops ops: warn before a user exports a model."""
+        wanted = "links libstdc++ dynamically (the runtime torch shares)"
+        named = probe.compiler if probe.path in (None, probe.compiler) else (
+            f"{probe.compiler} ({probe.path})"
+        )  # fmt: skip
+        if probe.runtime == "shared":
+            return Finding("C++ compiler", Status.OK, wanted, f"{named}: shared",
+                           f"{named} links the shared C++ runtime")  # fmt: skip
+        if probe.runtime == "unknown":
+            return Finding("C++ compiler", Status.OK, wanted, f"{named}: not probed",
+                           f"{named} could not build a probe library ({probe.detail}); "
+                           "torch.compile's CPU code and AOTInductor need one")  # fmt: skip
+        fix = tuple(f"export CXX={w.path}" for w in working[:1] if w.path)
+        return Finding(
+            "C++ compiler", Status.DEGRADED, wanted, f"{named}: private copy",
+            f"{named}, the compiler torch builds C++ with at run time ($CXX, else g++), links "
+            f"a private copy of {probe.detail} into shared libraries: an AOTInductor package "
+            "it builds (torch._inductor.aoti_compile_and_package) crashes with SIGSEGV when "
+            "loaded, with or without wheelops ops. Build packages with a compiler that links "
+            "libstdc++ dynamically" + (f", e.g. CXX={working[0].path}" if fix else ""),
+            fix,
         )  # fmt: skip
 
     def accepted(self, build: BuildInfo, role: str) -> str:
