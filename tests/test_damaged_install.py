@@ -1,12 +1,17 @@
-"""Damaged installs, systematically (issue #19): every file of the installed wheelops
-deleted, truncated, replaced by random bytes, or made unreadable.
+"""Damaged installs, systematically (issues #19, #29): every file of the installed wheelops
+deleted, truncated, replaced by random bytes, or made unreadable; each native library also
+swapped for a sibling library (another valid wheelops library in its place, which would
+register every op twice: an abort) and changed by 4 KB of random bytes in its middle (its
+headers intact, so only its hash tells). A Python or data file is read whole and parsed,
+so a change in its middle is no different from the random bytes case.
 
 Each case damages one file in a hard-linked copy of the install (the package and its
 dist-info) and runs, in subprocesses, `import wheelops` plus an op, and
 `python -m wheelops --json`. Neither may die of a signal or hang. Import either works or
 raises wheelops' own error (CompatibilityError, DamagedInstallError) naming the file and
 the reinstall command; the doctor agrees (exit 1 exactly when import fails, naming the
-file). Where import works, the doctor names a damaged file that the wheel's RECORD lists.
+file) and always prints valid JSON. Where import works, the doctor names a damaged file
+that the wheel's RECORD lists.
 
 Python itself runs three files before any wheelops code can: `wheelops/__init__.py`,
 `wheelops/_damage.py` and, for the doctor, `wheelops/__main__.py` (with the doctor's own
@@ -48,6 +53,7 @@ PYTHON_RUNS_FIRST = {"wheelops/__init__.py", "wheelops/_damage.py"}
 # runpy's error for __main__.py may name nothing), while import works.
 DOCTOR_ONLY = {"wheelops/__main__.py", "wheelops/_compat/doctor.py"}
 DAMAGES = ("deleted", "truncated", "random bytes", "unreadable")
+LIBRARY_DAMAGES = ("swapped for a sibling library", "bytes changed in the middle")
 RUN = (
     "import torch, wheelops\n"
     "x = torch.arange(6.0)\n"
@@ -77,6 +83,8 @@ def sample(files: list[str]) -> list[str]:
 
 FILES = installed_files()
 CASES = FILES if os.environ.get("WHEELOPS_TEST_DAMAGE") == "all" else sample(FILES)
+LIBRARIES = [f for f in FILES if f.endswith(".so")]
+LIBRARY_CASES = [(f, how) for f in CASES if f in LIBRARIES for how in LIBRARY_DAMAGES]
 
 
 _PR_CAPBSET_DROP = 24
@@ -120,7 +128,14 @@ def damage(site: Path, relative: str, how: str) -> bool:
     if how == "truncated" and not data:
         return False
     path.unlink()  # breaks the hard link: the pristine copy stays whole
-    if how == "truncated":
+    if how == "swapped for a sibling library":
+        sibling = next(f for f in LIBRARIES if f != relative and "_ops_" in f)
+        path.write_bytes((site / sibling).read_bytes())
+    elif how == "bytes changed in the middle":
+        middle = len(data) // 2
+        noise = random.Random(relative).randbytes(4096)
+        path.write_bytes(data[:middle] + noise + data[middle + len(noise) :])
+    elif how == "truncated":
         path.write_bytes(data[: len(data) // 2])
     elif how == "random bytes":
         path.write_bytes(random.Random(relative).randbytes(max(len(data), 64)))
@@ -153,8 +168,9 @@ def last_error(stderr: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", DAMAGES)
-@pytest.mark.parametrize("relative", CASES)
+@pytest.mark.parametrize(
+    ("relative", "how"), [(f, how) for f in CASES for how in DAMAGES] + LIBRARY_CASES
+)
 def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative, how):
     how_to_run = unreadable_runner() if how == "unreadable" else {}
     site = tmp_path / "site"
@@ -168,6 +184,9 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
 
     if relative in PYTHON_RUNS_FIRST:
         return  # Python's own error (or a namespace package): no signal, no hang, above
+    if relative != "wheelops/__main__.py":  # runpy's own error where __main__ is damaged
+        report = json.loads(doctor.stdout)  # always a report, also where import fails
+        assert report["exit_status"] == doctor.returncode, said[-3000:]
     if DIST_INFO is None and relative.endswith(".py") and not works:
         return  # a source tree: a broken module raises Python's own error, for its developer
     if not works:
@@ -199,7 +218,8 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
 def test_every_file_of_the_install_is_a_case():
     assert {"wheelops/__init__.py", "wheelops/_build_info.json"} <= {*FILES}
     assert any(f.endswith("_ops_cpu.abi3.so") for f in FILES)
-    assert len(sample(FILES)) == 3 if loader.loaded().cuda else 2
+    assert len(sample(FILES)) == (3 if loader.loaded().cuda else 2)
+    assert LIBRARY_CASES and all(relative in LIBRARIES for relative, _ in LIBRARY_CASES)
     assert isinstance(BUILD, BuildInfo)
 
 
