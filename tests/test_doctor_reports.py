@@ -1,0 +1,102 @@
+"""`python -m wheelops` reports where it is needed most (issue #29): without torch, on a
+Python older than the wheel's floor, and (tests/test_damaged_install.py) with any file
+damaged. It always prints a report, valid JSON with --json, and exits 1 exactly when
+`import wheelops` raises. From a checkout with nothing built, an op says what to do."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _checkout import checkout_copy
+
+import wheelops
+
+PACKAGE = Path(wheelops.__file__).resolve().parent
+DIST_INFO = next(iter(sorted(PACKAGE.parent.glob("wheelops-*.dist-info"))), None)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A copy of the install (the package and its dist-info) in a folder of its own."""
+    root = tmp_path / "site"
+    shutil.copytree(PACKAGE, root / "wheelops", ignore=shutil.ignore_patterns("__pycache__"))
+    if DIST_INFO:
+        shutil.copytree(DIST_INFO, root / DIST_INFO.name)
+    return root
+
+
+def run(python: str, site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
+    env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(site))
+    return subprocess.run([python, *args], cwd=site, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def both(python: str, site: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`import wheelops` and the doctor's JSON, which must agree."""
+    imported = run(python, site, *flags, "-c", "import wheelops")
+    doctor = run(python, site, *flags, "-m", "wheelops", "--json")
+    assert doctor.returncode >= 0 and imported.returncode >= 0, doctor.stderr + imported.stderr
+    report = json.loads(doctor.stdout)
+    assert report["exit_status"] == doctor.returncode == (1 if imported.returncode else 0)
+    text = run(python, site, *flags, "-m", "wheelops")
+    assert text.returncode == doctor.returncode and "verdict:" in text.stdout, text.stderr
+    return imported, report
+
+
+def test_without_torch(site: Path) -> None:
+    # -S: no site-packages, so no torch; the copy of wheelops comes from PYTHONPATH.
+    imported, report = both(sys.executable, site, "-S")
+    assert "CompatibilityError" in imported.stderr and "torch is not installed" in imported.stderr
+    (torch,) = [f for f in report["findings"] if f["check"] == "torch"]
+    assert torch["status"] == "fatal" and torch["runtime"] == "not installed"
+    # An index that exists: PyPI's torch for the universal wheel, PyTorch's for a variant.
+    variant = wheelops.build_info().variant
+    assert torch["fix"][0].startswith('pip install --upgrade "torch>=')
+    assert ("--index-url" in torch["fix"][0]) == (variant != "universal"), torch
+    assert "/whl/universal" not in torch["fix"][0]
+
+
+def _old_pythons() -> list[str]:
+    """Python 3.8 and 3.9 where this machine has them (pyenv's, or on PATH)."""
+    found = []
+    for version in ("3.8", "3.9"):
+        pyenv = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
+        candidates = [*sorted(glob.glob(f"{pyenv}/versions/{version}.*/bin/python")),
+                      shutil.which(f"python{version}")]  # fmt: skip
+        # Not pyenv's shims: they need pyenv's own environment, which the tests replace.
+        real = [c for c in candidates if c and "/shims/" not in c]
+        found += [pytest.param(c, id=version) for c in real[:1]]
+    return found or [pytest.param(None, id="none", marks=pytest.mark.skip("no Python < 3.10"))]
+
+
+@pytest.mark.parametrize("python", _old_pythons())
+def test_on_a_python_older_than_the_floor(site: Path, python: str) -> None:
+    imported, report = both(python, site)
+    assert "wheelops.CompatibilityError" in imported.stderr, imported.stderr[-2000:]
+    assert "is older than 3.10, the oldest wheelops supports" in imported.stderr
+    (finding,) = report["findings"]
+    assert finding["check"] == "Python" and finding["status"] == "fatal"
+    assert finding["fix"] == [
+        "python3.12 -m venv .venv && . .venv/bin/activate && pip install wheelops"
+    ]
+
+
+def test_an_op_in_a_checkout_with_nothing_built_says_what_to_do(tmp_path: Path) -> None:
+    checkout = checkout_copy(tmp_path)
+    code = (
+        "import torch, wheelops\n"
+        "try:\n    wheelops.add(torch.ones(2), torch.ones(2))\n"
+        "except RuntimeError as err:\n    print(err)\n"
+    )
+    done = run(sys.executable, checkout, "-c", code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "wheelops.add: the wheelops native libraries are not built" in done.stdout
+    assert "python -m wheelops.jit" in done.stdout
