@@ -95,6 +95,7 @@ class Situation:
     other_installs: tuple[str, ...] = ()
     changed_libraries: dict[str, str] = field(default_factory=dict)
     installed_version: str | None = "0.1.0+cu130"  # METADATA's: the recorded cu130 wheel
+    compilers: tuple[Any, ...] | None = None
 
 
 AT_IMPORT = [
@@ -255,6 +256,21 @@ IN_THE_REPORT += [
         check="installed files",
     ),
     Situation(
+        "torch's run-time compiler ($CXX, else g++) links libstdc++ statically: AOTInductor "
+        "packages it builds crash when loaded (the GPU machine's /opt/gcc wrapper)",
+        compilers=(
+            facts.CompilerProbe(
+                "/opt/gcc/bin/g++",
+                "/opt/gcc/bin/g++",
+                "private",
+                "the C++ exception runtime (libstdc++ / libsupc++) and libstdc++'s locales "
+                "and iostreams",
+            ),
+            facts.CompilerProbe("/usr/bin/g++", "/usr/bin/g++", "shared"),
+        ),
+        check="C++ compiler",
+    ),
+    Situation(
         "two wheelops on sys.path: the first is imported",
         other_installs=(f"{SITE} (installed (wheelops-0.1.0+cu130))",),
         check="other wheelops",
@@ -295,6 +311,7 @@ def finding(situation: Situation) -> Any:
         other_installs=situation.other_installs,
         changed_libraries=situation.changed_libraries,
         installed_version=situation.installed_version,
+        compilers=situation.compilers,
     )
     if situation.check:
         return report.finding(situation.check)

@@ -8,8 +8,11 @@ and run as printed, and then `import wheelops` must work and the finding be
 gone. Commands that need the internet (PyTorch's index) cannot run here; the
 policy tests check their text.
 
-The wheels come from WHEELOPS_TEST_WHEELHOUSE (nox sets it to dist/repaired);
-a fix naming a variant the wheelhouse lacks is skipped.
+The wheels come from WHEELOPS_TEST_WHEELHOUSE (nox sets it to dist/repaired); a variant
+it lacks is cut from its universal wheel (build_tools/relabel.py's slim: its CPU library
+and the CUDA library of the variant's major), so that every fix a cell can print runs.
+Fixes that change the environment (`unset WHEELOPS_CUDA_LIBRARY`, `export CXX=...`) are
+run by changing the environment the venv's commands get.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ RUN_AN_OP = "import torch, wheelops; print(wheelops.add(torch.ones(2), torch.one
 class Venv:
     def __init__(self, root: Path, base_url: str, variants: set[str]) -> None:
         self.root, self.variants = root, variants
+        self.extra_env: dict[str, str] = {}  # what a fault sets; a fix may unset it
         self.index_url = f"{base_url}/whl"
         self.pypi_url = f"{base_url}/pypi"  # stands in for PyPI: the universal wheel
         subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
@@ -70,9 +74,13 @@ class Venv:
         env["PIP_CONFIG_FILE"] = os.devnull
         env["PIP_INDEX_URL"] = self.pypi_url  # where a command without --index-url goes
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-        return env
+        return {**env, **self.extra_env}
 
     def run(self, command: str) -> subprocess.CompletedProcess[str]:
+        if command.startswith("unset "):  # the fix is the environment's, not a program
+            for name in command.split()[1:]:
+                self.extra_env.pop(name, None)
+            return subprocess.CompletedProcess(command, 0, "", "")
         return subprocess.run(
             command, shell=True, cwd=self.root, env=self.env, capture_output=True, text=True,
             timeout=600,
@@ -96,6 +104,9 @@ class Venv:
         """The guard's own reinstall command for `variant`, against these indexes."""
         return replace(matrix(), index_url=self.index_url).install_command(variant)
 
+    def runnable(self, command: str) -> bool:
+        return command.startswith("unset ") or self.variant_of(command) is not None
+
     def variant_of(self, command: str) -> str | None:
         """The variant a printed command installs, if it installs wheelops from us."""
         if not command.startswith("pip install --force-reinstall --no-deps wheelops"):
@@ -118,6 +129,12 @@ class Venv:
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
     root = tmp_path_factory.mktemp("fixes")
     wheels = index.collect([Path(WHEELHOUSE)])
+    universal = [w for w in wheels if w.local_label == "universal"]
+    have = {w.local_label for w in wheels}
+    for variant in matrix().variants:
+        if universal and variant.index and variant.name not in have:
+            slim = relabel.slim(universal[0].path, variant, root / "slim-wheels")
+            wheels.append(parse(slim))
     variants = set(index.generate(wheels, root / "site"))
     pypi = [w for w in wheels if w.local_label == PYPI]
     if pypi:  # PyPI gets it unlabelled (build_tools/relabel.py), as the release does
@@ -175,7 +192,30 @@ FAULTS: dict[str, tuple[Callable[[Venv, dict[str, Path]], None], str]] = {
         lambda v, b: _set_facts(v, cuda_libraries=[]),
         "torch build",
     ),
+    # Issue #29: a sibling library in the slot aborted the process (every op twice).
+    "library swapped for a sibling": (
+        lambda v, b: _slot(v).write_bytes(_sibling(v).read_bytes()),
+        "library",
+    ),
+    "bytes changed in a library's middle": (lambda v, b: _change_middle(_slot(v)), "library"),
+    "empty build facts": (lambda v, b: _write_facts(v, {}), "build facts"),
+    "override not a CUDA major": (
+        lambda v, b: v.extra_env.update(WHEELOPS_CUDA_LIBRARY="0"),
+        "CUDA",
+    ),
 }
+
+
+def _sibling(venv: Venv) -> Path:
+    slot = _slot(venv)
+    return next(p for p in sorted(venv.package.glob("_ops_*.so")) if p != slot)
+
+
+def _change_middle(library: Path) -> None:
+    data = bytearray(library.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4096] = bytes(b ^ 0x5A for b in data[middle : middle + 4096])
+    library.write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
@@ -185,6 +225,9 @@ def test_the_printed_fix_cures_it(venv: Venv, broken: dict[str, Path], fault: st
         pytest.skip("a CUDA version to mismatch needs a CUDA build under a CUDA torch")
     if fault == "cpu variant under a CUDA torch" and not CUDA_TORCH:
         pytest.skip("needs a CUDA torch")
+    if fault == "override not a CUDA major" and not CUDA_TORCH:
+        pytest.skip("WHEELOPS_CUDA_LIBRARY is read under a CUDA torch only")
+    venv.extra_env.clear()
     venv.install(BUILD.variant)
     make(venv, broken)
     before = venv.report()
@@ -193,12 +236,11 @@ def test_the_printed_fix_cures_it(venv: Venv, broken: dict[str, Path], fault: st
         for f in before["findings"]
         if f["status"] != "ok" and (f["check"] == check or f["check"].endswith(" " + check))
     ]
-    runnable = [c for c in finding["fix"] if venv.variant_of(c)]
+    runnable = [c for c in finding["fix"] if venv.runnable(c)]
     assert runnable, f"no fix installs wheelops from its indexes: {finding}"
     command = runnable[0]
-    variant = venv.variant_of(command)
-    if variant not in venv.variants:
-        pytest.skip(f"the fix installs the {variant} wheel, which the wheelhouse lacks")
+    variant = venv.variant_of(command) or BUILD.variant
+    assert variant in venv.variants, f"{command}: no {variant} wheel, nor a universal one to cut"
     # Import and doctor agree before the fix ...
     imported = venv.python("-c", "import wheelops")
     assert (imported.returncode != 0) == (before["exit_status"] == 1), imported.stderr[-2000:]
