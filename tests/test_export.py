@@ -178,28 +178,38 @@ def _compiler_finding() -> dict:
     return finding
 
 
+def _working_cxx() -> str | None:
+    """The compiler to package with: torch's own where the doctor finds it sound, else the
+    one its fix names."""
+    finding = _compiler_finding()
+    if finding["status"] == "ok":
+        return None
+    (fix,) = finding["fix"]
+    return fix.removeprefix("export CXX=")
+
+
+@pytest.mark.slow
+def test_aoti_control_a_plain_model_crashes_exactly_where_the_doctor_says(tmp_path):
+    """The control: a plain model, no wheelops op, packaged with torch's own compiler.
+    Where the doctor finds that compiler links libstdc++ statically, the package must crash
+    when loaded (the platform's AOTInductor is broken, wheelops or not: issue #26, the GPU
+    machine's $CXX); else it must run. The test below packages with the doctor's fix."""
+    _package(PlainModel(32), "cpu", tmp_path / "control", None)
+    control = _run_python(LOAD_AND_RUN.format(extra=""), tmp_path / "control")
+    finding = _compiler_finding()
+    if finding["status"] == "ok":
+        assert control.returncode == 0 and "package ran" in control.stdout, control.stderr[-3000:]
+    else:
+        assert "SIGSEGV" in finding["message"] and finding["fix"], finding
+        assert control.returncode < 0, (control.returncode, control.stderr[-3000:])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_aoti_package_runs_in_a_fresh_process(tmp_path, device):
-    """First the control, a plain model: where its package crashes when loaded, the
-    platform's AOTInductor is broken, not wheelops (issue #26: the GPU machine's $CXX links
-    libstdc++ statically). The doctor must then say so and name the CXX that works, and
-    both packages must run when built with it; else they must run as they are."""
-    cxx = None
-    _package(PlainModel(32), device, tmp_path / "control", cxx)
-    control = _run_python(LOAD_AND_RUN.format(extra=""), tmp_path / "control")
-    finding = _compiler_finding()
-    if control.returncode < 0:  # killed by a signal: the platform's compiler
-        assert finding["status"] == "degraded" and "SIGSEGV" in finding["message"], finding
-        (fix,) = finding["fix"]
-        cxx = fix.removeprefix("export CXX=")
-        _package(PlainModel(32), device, tmp_path / "control-fixed", cxx)
-        control = _run_python(LOAD_AND_RUN.format(extra=""), tmp_path / "control-fixed")
-    else:
-        assert finding["status"] == "ok", finding
-    assert control.returncode == 0 and "package ran" in control.stdout, control.stderr[-3000:]
-
-    _package(SmallModel(32), device, tmp_path / "wheelops", cxx)
+    """A package with wheelops ops, built with the compiler the doctor finds sound, loads
+    and runs in a fresh process that imports wheelops, and names the op in one that does not."""
+    _package(SmallModel(32), device, tmp_path / "wheelops", _working_cxx())
     done = _run_python(LOAD_AND_RUN.format(extra=", wheelops"), tmp_path / "wheelops")
     assert done.returncode == 0 and "package ran" in done.stdout, done.stderr[-3000:]
     # Without wheelops loaded, LibTorch's loader names the first wheelops op it misses.
