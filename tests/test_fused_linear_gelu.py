@@ -37,6 +37,11 @@ ROUNDOFF = {
 GELU_SLOPE = 1.129  # max |gelu'(u)| (both forms: 1.12890 erf, 1.12899 tanh)
 GELU_CURVATURE = 0.798  # max |gelu''(u)| = 2 / sqrt(2 pi), at u = 0
 EVALUATION_ULPS = 4  # erf/tanh/exp in the accumulator type: a few ulps of |u| + 1
+# cuBLASLt's GELU epilogue (CUDA, "tanh", 16-bit dtypes) evaluates tanh its own way: measured
+# at most 38.5 float32 ulps of |u| + 1 against float64 F.gelu(tanh) of the same float32
+# pre-activation (H100, cuBLAS 13.1; 512 x 1024 values); bounded by 64, still 2**-10 of a
+# bf16 ulp and 2**-7 of an fp16 ulp. float32 does not use it (README: fused_linear_gelu).
+CUBLASLT_GELU_ULPS = 64
 
 
 def accumulation_unit(dtype: torch.dtype) -> float:
@@ -65,8 +70,20 @@ def inputs(
     return x, w, b
 
 
-def forward_reference(x, w, b, approximate):
-    """(reference output, pre-activation, |error| bound), all float64 [*, N]."""
+def bias_added_after_rounding(x, w, b, device) -> bool:
+    """Whether the CUDA path adds the bias to a GEMM result already rounded to the dtype:
+    where cuBLASLt's bias epilogue is not used (out_features or in_features not a multiple
+    of 8, an operand not 16-byte aligned; see fused_linear_gelu.cu)."""
+    if device != "cuda" or b is None or x.dtype == torch.float64:
+        return False
+    aligned = all(t.data_ptr() % 16 == 0 for t in (x, w, b))
+    return w.shape[0] % 8 != 0 or w.shape[1] % 8 != 0 or not aligned
+
+
+def forward_reference(x, w, b, approximate, device="cpu", rounded_twice=False):
+    """(reference output, pre-activation, its |error| bound, the output's |error| bound),
+    all float64 [*, N]; `device` is where the op ran; `rounded_twice`: the GEMM result was
+    rounded to the dtype before the bias was added (bias_added_after_rounding)."""
     dtype = x.dtype
     x64, w64 = x.double(), w.double()
     b64 = b.double() if b is not None else torch.zeros(w.shape[0], dtype=torch.float64)
@@ -75,13 +92,14 @@ def forward_reference(x, w, b, approximate):
     ref = F.gelu(pre, approximate=approximate)
     magnitude = F.linear(x64.abs(), w64.abs(), b64.abs())
     pre_error = gemm_error(x.shape[-1], magnitude, dtype) + ROUNDOFF[dtype] * pre.abs()
+    if rounded_twice:  # one more rounding, of x @ w.T before the bias
+        pre_error = pre_error + ROUNDOFF[dtype] * (pre - b64).abs()
     unit = accumulation_unit(dtype)
     # |y - ref| <= |gelu'| e_pre + GELU evaluated in fp32 + one rounding of the result
-    bound = (
-        GELU_SLOPE * pre_error
-        + EVALUATION_ULPS * unit * (1 + pre.abs())
-        + ROUNDOFF[dtype] * ref.abs()
-    )
+    ulps = EVALUATION_ULPS
+    if approximate == "tanh" and device == "cuda" and dtype in (torch.float16, torch.bfloat16):
+        ulps = CUBLASLT_GELU_ULPS
+    bound = GELU_SLOPE * pre_error + ulps * unit * (1 + pre.abs()) + ROUNDOFF[dtype] * ref.abs()
     return ref, pre, pre_error, bound
 
 
@@ -118,8 +136,9 @@ def test_forward_within_derived_bound(shape, out_features, dtype, device, approx
     out = wheelops.fused_linear_gelu(x, w, b, approximate)
     assert out.shape == (*shape[:-1], out_features) and out.dtype == dtype
     assert out.device == x.device and out.is_contiguous()
+    twice = bias_added_after_rounding(x, w, b, device)
     ref, _, _, bound = forward_reference(x.cpu(), w.cpu(), b.cpu() if b is not None else None,
-                                         approximate)  # fmt: skip
+                                         approximate, device, twice)  # fmt: skip
     assert_within(out.cpu(), ref, bound, "output")
 
 
@@ -148,14 +167,15 @@ def _non_contiguous(t: torch.Tensor, how: str) -> torch.Tensor:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_any_strides(how, dtype, device):
+    # Within the bound, not bitwise: on CUDA another alignment may pick another GEMM kernel.
     x, w, b = inputs((24, 40), 48, dtype, device, seed=3)
-    expected = wheelops.fused_linear_gelu(x, w, b)
-    for args in ((_non_contiguous(x, how), w, b), (x, _non_contiguous(w, how), b)):
-        assert not all(a.is_contiguous() for a in args[:2]) or how == "offset_by_one"
-        torch.testing.assert_close(wheelops.fused_linear_gelu(*args), expected, atol=0, rtol=0)
+    ref, _, _, bound = forward_reference(x.cpu(), w.cpu(), b.cpu(), "none")
     bias_view = torch.stack([b, b], dim=1)[:, 0]  # stride 2
-    torch.testing.assert_close(wheelops.fused_linear_gelu(x, w, bias_view), expected,
-                               atol=0, rtol=0)  # fmt: skip
+    for args in ((_non_contiguous(x, how), w, b), (x, _non_contiguous(w, how), b),
+                 (x, w, bias_view)):  # fmt: skip
+        if bias_added_after_rounding(*args, device):  # misaligned: no bias epilogue
+            bound = forward_reference(x.cpu(), w.cpu(), b.cpu(), "none", device, True)[3]
+        assert_within(wheelops.fused_linear_gelu(*args).cpu(), ref, bound, f"{how} output")
 
 
 def backward_reference(grad, x, w, b, approximate):
@@ -398,32 +418,21 @@ def test_module_dtype_device_and_mlp(device):
 
 
 @pytest.mark.gpu
-def test_cublaslt_tanh_epilogue_is_torchs_tanh_gelu():
-    # GELU_AUX_BIAS writes the float32 pre-activation beside the GELU it computed from it:
-    # the epilogue's GELU against float64 F.gelu(tanh) of that same value, in float32 ulps.
-    x, w, b = inputs((256, 512), 1024, torch.float32, "cuda", seed=14)
-    out, pre = OP(x, w, b, "tanh", False, True)
-    want = F.gelu(pre.double(), approximate="tanh")
-    ulps = (out.double() - want).abs() / (ROUNDOFF[torch.float32] * (1 + pre.double().abs()))
-    print(f"cuBLASLt tanh GELU epilogue: max error {float(ulps.max()):.2f} ulps of 1 + |u|")
-    assert float(ulps.max()) <= EVALUATION_ULPS
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("allow_tf32", [False, True])
-def test_float32_follows_allow_tf32_like_f_linear(allow_tf32):
+def test_float32_follows_allow_tf32_like_f_linear():
+    # TF32 rounds the inputs to a 10-bit mantissa: its errors are ~100x float32's.
     x, w, b = inputs((64, 4096), 256, torch.float32, "cuda", seed=15)
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    try:
-        out = wheelops.fused_linear_gelu(x, w, b)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
     ref, _, _, bound = forward_reference(x.cpu(), w.cpu(), b.cpu(), "none")
-    error = (out.cpu().double() - ref).abs()
-    if allow_tf32:  # inputs rounded to TF32's 10-bit mantissa: beyond the float32 bound
-        assert bool((error > bound).any())
-        magnitude = F.linear(x.cpu().double().abs(), w.cpu().double().abs(), b.cpu().double().abs())
-        assert bool((error <= bound + GELU_SLOPE * 2 * 2.0**-11 * magnitude).all())
-    else:
-        assert bool((error <= bound).all())
+    magnitude = F.linear(x.cpu().double().abs(), w.cpu().double().abs(), b.cpu().double().abs())
+    errors = {}
+    previous = torch.backends.cuda.matmul.allow_tf32
+    for allow_tf32 in (False, True):
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        try:
+            out = wheelops.fused_linear_gelu(x, w, b)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        # TF32: each product's inputs rounded to 2**-11, then the float32 bound
+        extra = GELU_SLOPE * 2 * 2.0**-11 * magnitude if allow_tf32 else 0
+        assert_within(out.cpu(), ref, bound + extra, f"allow_tf32={allow_tf32}")
+        errors[allow_tf32] = float((out.cpu().double() - ref).abs().max())
+    assert errors[True] > 20 * errors[False], errors
