@@ -1,4 +1,5 @@
-"""float64 references and tolerances shared by the layer_norm / rms_norm tests."""
+"""float64 references and tolerances shared by the layer_norm / rms_norm tests, and the
+bounds on sums (column sums, GEMMs) that the bias_gelu and lltm gradient checks share."""
 
 from __future__ import annotations
 
@@ -6,6 +7,19 @@ import math
 
 import torch
 from _helpers import TOLERANCE
+
+# One rounding to each dtype: the unit roundoff (half the spacing of values near 1).
+UNIT = {
+    torch.float64: 2.0**-53,
+    torch.float32: 2.0**-24,
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-8,
+}
+# Hoeffding: a sum of independent mean-zero errors e_i, |e_i| <= E_i (roundings, in the
+# standard model of Higham and Mary, "A new approach to probabilistic rounding error
+# analysis", 2019) exceeds LAMBDA * sqrt(sum E_i^2) with probability <= 2 exp(-LAMBDA^2 / 2),
+# 2.5e-14 per checked value.
+LAMBDA = 8.0
 
 # Row lengths: tiny, odd, not a multiple of any vector width, one warp's worth,
 # a block's worth, and past the register-resident limit on GPU.
@@ -57,8 +71,146 @@ def assert_close_tol(actual, expected, scale: float = 1.0):
 
 
 def assert_column_sum(actual, expected, rows: int):
-    """A sum over `rows` rows: allow the accumulated float32 rounding (sqrt(rows))."""
+    """A sum over a handful of rows (test_scale's 3-row cases), without its terms.
+
+    Any longer sum is checked from its terms (assert_norm_bias_grad_close and the
+    grad_weight checks): a tolerance scaled by the row count lets a wrong sum pass.
+    """
+    assert rows <= 8, f"a sum over {rows} rows: check it from its terms"
     assert_close_tol(actual, expected, scale=max(1.0, rows**0.5))
+
+
+# ---------------------------------------------------------------- bounds on sums
+
+
+def compute_unit(dtype: torch.dtype) -> float:
+    """The unit of the arithmetic the kernels (and torch's GEMMs and sums) use for dtype."""
+    return UNIT[torch.float64] if dtype == torch.float64 else UNIT[torch.float32]
+
+
+def subnormal_floor(dtype: torch.dtype) -> float:
+    """Half the spacing of dtype's subnormals: a rounding's absolute error near 0."""
+    info = torch.finfo(dtype)
+    return info.tiny * info.eps / 2
+
+
+def independent_sum(errors: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """A bound on |sum of e_i| along dim given |e_i| <= errors_i: their sum, or (the e_i
+    independent roundings, mean zero) LAMBDA * sqrt(sum errors_i^2), whichever is smaller."""
+    errors = errors.double()
+    return torch.minimum(errors.sum(dim), LAMBDA * errors.square().sum(dim).sqrt())
+
+
+def summation_rounding(terms: torch.Tensor, unit: float, dim: int = 0) -> torch.Tensor:
+    """A bound on the rounding of sum(terms, dim) added up in arithmetic of unit `unit`.
+
+    Any order: each term goes through at most n roundings (its product's included),
+    n * unit * sum|t|. Or, the roundings independent (Hoeffding), LAMBDA * unit *
+    sqrt(sum S_k^2 + t_k^2) over the partial sums S_k of the row-order sum: the CPU
+    kernels' order; the CUDA kernels and BLAS sum strided chains and trees, whose
+    partial sums are sums of fewer terms (for terms of random sign, smaller ones in
+    expectation). Whichever is smaller.
+    """
+    terms = terms.double()
+    n = terms.shape[dim]
+    worst = n * terms.abs().sum(dim)
+    random = LAMBDA * (terms.cumsum(dim).square() + terms.square()).sum(dim).sqrt()
+    return unit * torch.minimum(worst, random)
+
+
+def gemm_rounding(a: torch.Tensor, b: torch.Tensor, unit: float) -> torch.Tensor:
+    """summation_rounding of each element of a @ b.T ([M, K] x [N, K] -> [M, N]), in
+    chunks of rows of a so that the [rows, N, K] products stay within ~256 MiB."""
+    a, b = a.double(), b.double()
+    rows = max(1, 2**25 // max(1, b.shape[0] * b.shape[1]))
+    out = [
+        summation_rounding(a[i : i + rows, None, :] * b[None, :, :], unit, dim=-1)
+        for i in range(0, a.shape[0], rows)
+    ]
+    return torch.cat(out) if out else a.new_zeros(0, b.shape[0])
+
+
+def rounded_error(value: torch.Tensor, error: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The error of a result rounded once to dtype whose value before that rounding was
+    within `error` of `value`: u |value| + (1 + u) error, plus the subnormal floor.
+    (A value that overflowed dtype adds nothing: the result must equal it.)"""
+    u = UNIT[dtype]
+    magnitude = torch.where(value.isfinite(), value.double().abs(), 0.0)
+    return u * magnitude + (1 + u) * error.double() + subnormal_floor(dtype)
+
+
+def allowance(expected: torch.Tensor, error: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """|actual - expected| allowed for a result within `error` of expected before its one
+    rounding to dtype (rounded_error); twice that for float64, whose reference rounds as
+    much as the kernel."""
+    allowed = rounded_error(expected, error, dtype)
+    return 2 * allowed if dtype == torch.float64 else allowed
+
+
+def assert_within(
+    actual: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor, what: str
+) -> None:
+    """|actual - expected| <= allowed everywhere (0 where both are the same infinity)."""
+    diff = _difference(actual.to(expected.device), expected)
+    if diff.numel() == 0:
+        return
+    allowed = allowed.to(diff.device).expand_as(diff)
+    worst = int((diff - allowed).flatten().nan_to_num(math.inf).argmax())
+    assert bool((diff <= allowed).all()), (
+        f"{what} off by {diff.flatten()[worst].item():.3g} at flat index {worst} "
+        f"(allowed {allowed.flatten()[worst].item():.3g}, expected "
+        f"{expected.flatten()[worst].item():.6g}, got {actual.flatten()[worst].item():.6g})"
+    )
+
+
+def column_sum_allowance(
+    expected: torch.Tensor, terms: torch.Tensor, term_errors: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
+    """What assert_within allows a column sum of `terms` ([rows, cols], float64 from the
+    reference inputs), each computed with an error <= term_errors, accumulated in
+    compute_unit(dtype) and rounded once to dtype."""
+    # |err| <= u_out |ref| + (1 + u_out) (sum of the terms' errors + float32 accumulation)
+    inner = independent_sum(term_errors) + summation_rounding(terms, compute_unit(dtype))
+    return allowance(expected, inner, dtype)
+
+
+def as_rows(t: torch.Tensor) -> torch.Tensor:
+    """t as float64 [rows, cols] (cols = its last dimension; rows may be 0)."""
+    return t.double().reshape(math.prod(t.shape[:-1]), t.shape[-1])
+
+
+def _rstd_error(x: torch.Tensor) -> float:
+    """rstd's relative error: the row's sum of cols squares (non-negative: cols roundings,
+    or LAMBDA * sqrt(cols) if independent) and 3 more roundings (square, / cols, + eps),
+    halved by the square root, plus the root and the reciprocal, in float32 (CUDA) or in
+    float64 rounded once to the float32 statistics (CPU)."""
+    cols = x.shape[-1]
+    on_cpu = x.device.type == "cpu"
+    stats_unit = UNIT[torch.float64] if on_cpu else compute_unit(x.dtype)
+    error = ((min(cols, LAMBDA * math.sqrt(cols)) + 3) / 2 + 2) * stats_unit
+    return error + (UNIT[torch.float32] if on_cpu and x.dtype != torch.float64 else 0.0)
+
+
+def assert_norm_bias_grad_close(actual, expected, grad):
+    """layer_norm's grad_bias, the column sum of g: exact terms, accumulated in float32
+    (float64 for float64; the CPU kernels sum in float64) and rounded once."""
+    terms = as_rows(grad)
+    # The terms g are exact (any dtype's value is a float32 one): accumulation, one rounding.
+    allowed = column_sum_allowance(expected, terms, torch.zeros_like(terms), actual.dtype)
+    assert_within(actual, expected, allowed, "grad_bias")
+
+
+def assert_rms_norm_grad_weight_close(actual, expected, x, grad, eps):
+    """rms_norm's grad_weight, the column sum of g * x * rstd: two roundings per term
+    and rstd's error (_rstd_error), accumulated and rounded as a column sum."""
+    x64, g64 = as_rows(x), as_rows(grad)
+    rstd = 1.0 / torch.sqrt(x64.square().mean(-1, keepdim=True) + eps)
+    terms = g64 * x64 * rstd
+    unit = compute_unit(x.dtype)
+    # Per term g * (x * rstd): two roundings plus rstd's relative error.
+    term_errors = (2 * unit + _rstd_error(x)) * terms.abs()
+    allowed = column_sum_allowance(expected, terms, term_errors, actual.dtype)
+    assert_within(actual, expected, allowed, "grad_weight")
 
 
 def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps, scale: float = 1.0):
@@ -147,31 +299,21 @@ def assert_layer_norm_out_close(actual, expected, x, weight, eps, scale: float =
 def assert_layer_norm_grad_weight_close(actual, expected, x, grad, eps):
     """grad_weight of layer_norm (a column sum of g * xhat) against its float64 reference.
 
-    The backward recomputes xhat = (x - mean) * rstd from the float32 mean and
-    rstd saved by the forward (float64 for float64 x): the saved mean's rounding,
-    u * |mean|, times rstd is an absolute error in xhat that a row of values
-    close together around a large mean makes far bigger than xhat's own
-    rounding. This allows _centering_error per row, weighted by |g|, on top of
-    assert_column_sum's tolerance.
+    Per term: three roundings of g * ((x - mean) * rstd) and rstd's error
+    (_rstd_error); and, since the backward recomputes xhat from the float32 mean
+    saved by the forward (float64 for float64 x), the saved mean's error, which a
+    row of values close together around a large mean makes far bigger than xhat's
+    own rounding: _centering_error(x) * max|x| per row, times rstd and |g|. Summed,
+    accumulated and rounded as a column sum (column_sum_allowance).
     """
-    rows = x.numel() // max(1, x.shape[-1])
-    if x.numel() == 0:
-        assert_column_sum(actual, expected, rows)
-        return
-    x64 = x.double().reshape(-1, x.shape[-1])
+    x64, g64 = as_rows(x), as_rows(grad)
     mean = x64.mean(-1, keepdim=True)
     rstd = 1.0 / torch.sqrt((x64 - mean).square().mean(-1, keepdim=True) + eps)
-    max_x = x64.abs().amax(-1, keepdim=True)
-    g64 = grad.double().reshape(-1, x.shape[-1])
-    slack = _centering_error(x) * (g64.abs() * rstd * max_x).sum(0)
-    atol, rtol = TOLERANCE[actual.dtype]
-    if actual.dtype == torch.float32:
-        atol, rtol = 1e-5, 1e-5
-    scale = max(1.0, rows**0.5)
-    diff = _difference(actual, expected)
-    allowed = atol * scale + rtol * scale * expected.double().abs() + slack
-    worst = (diff - allowed).argmax()
-    assert bool((diff <= allowed).all()), (
-        f"grad_weight off by {diff[worst].item():.3g} at column {worst.item()} "
-        f"(allowed {allowed[worst].item():.3g})"
-    )
+    terms = g64 * (x64 - mean) * rstd
+    max_x = x64.abs().amax(-1, keepdim=True) if x64.shape[-1] else x64.new_zeros(len(x64), 1)
+    unit = compute_unit(x.dtype)
+    # Per term g * ((x - mean) * rstd): 3 roundings, rstd's error, the saved mean's * rstd |g|.
+    term_errors = (3 * unit + _rstd_error(x)) * terms.abs()
+    term_errors = term_errors + _centering_error(x) * g64.abs() * rstd * max_x
+    allowed = column_sum_allowance(expected, terms, term_errors, actual.dtype)
+    assert_within(actual, expected, allowed, "grad_weight")
