@@ -41,15 +41,24 @@ inline const char* status_name(cublasStatus_t status) {
         cublasLtGetStatusString(wheelops_status_), ")");                             \
   } while (0)
 
-// The handle of `device`, created once by the first thread that asks (call_once).
+// The handle of `device`, created once by the first thread that asks. A mutex, not
+// std::call_once: that binds pthread_once@GLIBC_2.34, newer than manylinux_2_28 allows
+// (tests/test_distribution.py); an uncontended lock costs nanoseconds beside a GEMM.
 inline cublasLtHandle_t handle(int32_t device, const char* op) {
-  static std::array<std::once_flag, cuda::kMaxDevices> once;
+  static std::mutex mutex;
+  static std::array<bool, cuda::kMaxDevices> tried{};
   static std::array<cublasLtHandle_t, cuda::kMaxDevices> handles{};
   static std::array<cublasStatus_t, cuda::kMaxDevices> created{};
   WHEELOPS_CHECK(
       device >= 0 && device < cuda::kMaxDevices, "wheelops.", op, ": CUDA device index ",
       device, " is beyond the ", cuda::kMaxDevices, " devices wheelops keeps cuBLASLt handles for");
-  std::call_once(once[device], [&] { created[device] = cublasLtCreate(&handles[device]); });
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!tried[device]) {
+      created[device] = cublasLtCreate(&handles[device]);
+      tried[device] = true;
+    }
+  }
   WHEELOPS_CHECK(
       created[device] == CUBLAS_STATUS_SUCCESS, "wheelops.", op,
       ": cuBLASLt cublasLtCreate failed on cuda:", device, ": ", status_name(created[device]),
