@@ -314,6 +314,17 @@ def test_doctor_reports_a_refusal_with_exit_status_1(package, broken):
             "torch-libraries",
             ["libtorch_cpu.so from torch"],
         ),
+        # Issue #25: cuBLASLt, not the CUDA runtime, is what is missing or too old.
+        (
+            "libcublasLt.so.13: cannot open shared object file: No such file or directory",
+            "cublas-missing",
+            ["needs libcublasLt.so.13", "GEMM library of cuBLAS 13"],
+        ),
+        (
+            "/x/_ops_cpu.abi3.so: undefined symbol: cublasLtMatmulNewThing",
+            "cublas-too-old",
+            ["cublasLtMatmulNewThing", "older than the cuBLAS"],
+        ),
     ],
 )
 def test_classify_recorded_loader_texts(text, cause, words):

@@ -473,3 +473,16 @@ def test_an_import_failure_the_doctor_ran_past_is_fatal():
 def test_no_torch_is_fixed_from_an_index_that_exists(build, fix):
     report = report_of(build, replace(CUDA_TORCH, torch_version=None, torch_cuda=None))
     assert report.finding("torch").fix == (fix,)
+
+
+def test_a_missing_cublaslt_is_fixed_by_installing_cublas_not_by_another_variant():
+    # Issue #25: the CUDA libraries link their major's cuBLASLt; without it the loader's
+    # "cannot open libcublasLt.so.13" is not a CUDA-major mismatch.
+    build = replace(UNIVERSAL, cuda_libraries=tuple(
+        replace(lib, cublaslt_version=f"{lib.major}.1.1") for lib in UNIVERSAL.cuda_libraries
+    ))  # fmt: skip
+    failure = LoadFailure("cublas-missing", "_ops_cuda13.abi3.so needs libcublasLt.so.13", "x")
+    report = report_of(build, CUDA_TORCH, load_failures={"cuda13": failure})
+    finding = report.finding("load CUDA 13 library")
+    assert report.exit_status == 1 and "built with cuBLAS 13.1.1" in finding.message
+    assert finding.fix[0] == 'pip install --upgrade "nvidia-cublas>=13.1.1"'

@@ -97,6 +97,14 @@ def classify(
         if lib == str(path) or Path(lib).name == name:
             return LoadFailure("missing-file", f"{name} is missing from the package", text, lib)
         cuda = _CUDA_LIBRARY.match(Path(lib).name)
+        if cuda and cuda.group(1).startswith("cublas"):
+            return LoadFailure(
+                "cublas-missing",
+                f"{name} needs {lib}, the GEMM library of cuBLAS {cuda.group('major')}, which "
+                "the loader cannot find (torch's CUDA wheels install it)",
+                text,
+                lib,
+            )
         if cuda:
             needed = cuda.group("major")
             if runtime_cuda is None:
@@ -141,6 +149,14 @@ def classify(
                 "torch-too-old",
                 f"{name} calls {symbol}, a stable-ABI function that torch {runtime_torch} "
                 f"does not have yet (built against torch {build_torch})",
+                text,
+                symbol,
+            )
+        if symbol.startswith("cublas"):
+            return LoadFailure(
+                "cublas-too-old",
+                f"{name} calls {symbol}, which the cuBLAS loaded here does not have: it is "
+                "older than the cuBLAS the library was built with",
                 text,
                 symbol,
             )

@@ -13,6 +13,7 @@ from . import loader
 from .facts import (
     BuildInfo,
     Gpu,
+    cublaslt_loaded,
     cuda_driver_version,
     cxx_compilers,
     glibc_version,
@@ -49,6 +50,7 @@ def collect(version: str, import_error: BaseException | None = None) -> dict[str
     report = loader.report_with_devices(gpus, driver, import_failure=failure, compilers=compilers)
     build = report.build if isinstance(report.build, BuildInfo) else None
     state = loader.state()
+    serving = state.loaded.cuda_info if state.loaded else None
     return {
         "wheelops": {
             "version": version,
@@ -62,6 +64,13 @@ def collect(version: str, import_error: BaseException | None = None) -> dict[str
             **report.runtime.to_dict(),
             "glibc": glibc_version(),
             "cuda_driver": driver,
+            # The serving CUDA library's GEMMs: cuBLASLt as built, and as loaded (torch's).
+            "cublaslt": {
+                "built": serving.cublaslt_version,
+                "loaded": cublaslt_loaded(serving.major),
+            }
+            if serving and serving.cublaslt_version
+            else None,
         },
         "libraries": [c.to_dict() for c in report.candidates],
         "findings": [f.to_dict() for f in report.findings],
@@ -130,6 +139,9 @@ def render(report: dict[str, Any]) -> str:
         + f", {runtime['machine']}, {runtime['glibc'] or 'unknown libc'}"
         + (f", driver for CUDA {runtime['cuda_driver']}" if runtime["cuda_driver"] else "")
     )
+    if runtime.get("cublaslt"):
+        blas = runtime["cublaslt"]
+        lines.append(f"cuBLASLt: built with {blas['built']}, loaded {blas['loaded'] or 'none'}")
     lines += ["", "libraries"]
     for lib in report["libraries"]:
         verdict = "LOADS" if lib["accepted"] else "not loaded"

@@ -301,6 +301,19 @@ def cuda_driver_version() -> str | None:
     return f"{version.value // 1000}.{version.value % 1000 // 10}"
 
 
+def cublaslt_loaded(major: int) -> str | None:
+    """The version of the libcublasLt.so.<major> already in this process (torch's CUDA
+    build loads its own), e.g. "13.1.0"; None where none is loaded. Loads nothing."""
+    try:
+        library = ctypes.CDLL(f"libcublasLt.so.{major}", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        get_version = library.cublasLtGetVersion
+    except (OSError, AttributeError):
+        return None
+    get_version.restype = ctypes.c_size_t
+    version = int(get_version())
+    return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
+
+
 def glibc_version() -> str | None:
     try:
         return os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"

@@ -574,6 +574,15 @@ class _Rules:
             fix = (self.upgrade_torch(build),)
         elif cause in ("torch-abi", "cuda-major", "cuda-minor"):
             fix = self.variant_fix(build.stable_abi_floor)
+        elif cause in ("cublas-missing", "cublas-too-old"):
+            library = next(lib for lib in build.cuda_libraries if cuda_role(lib) == role)
+            built = library.cublaslt_version or library.cuda_version
+            advice = (
+                f" (built with cuBLAS {built}); install cuBLAS {library.major} at least as new, "
+                "as torch's CUDA wheels do"
+            )
+            package = "nvidia-cublas-cu12" if library.major == 12 else "nvidia-cublas"
+            fix = (f'pip install --upgrade "{package}>={built}"', self.upgrade_torch(build))
         return Finding(
             f"load {role_name(role)} library",
             Status.FATAL,
