@@ -69,6 +69,9 @@ TEST_REQUIREMENTS = [
     "ninja",
     "setuptools>=77",
     "cmake",  # test_cmake_config configures projects with find_package(wheelops)
+    # test_build reads the SASS and PTX each CUDA library holds (newer cuobjdumps read
+    # older libraries: it is a reader, not a build input).
+    "nvidia-cuda-cuobjdump==13.4.92",
 ]
 # The deploy example: CMake and Ninja from PyPI; LibTorch is the installed torch's.
 DEPLOY_REQUIREMENTS = ["cmake", "ninja"]

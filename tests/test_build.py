@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -134,7 +135,13 @@ def test_the_cuda_library_of_torchs_major_is_the_one_loaded():
 
 
 def _cuobjdump() -> str | None:
-    # The PyPI toolkit has no cuobjdump; a system one (on PATH or in CUDA_HOME) does.
+    """PyPI's nvidia-cuda-cuobjdump (nox's test sessions install it), else a toolkit's (on
+    PATH or in CUDA_HOME, as on the GPU machine)."""
+    spec = importlib.util.find_spec("nvidia")
+    folders = (spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        for found in sorted(Path(folder).glob("cu*/bin/cuobjdump")):
+            return str(found)
     home = os.environ.get("CUDA_HOME")
     candidate = Path(home) / "bin" / "cuobjdump" if home else None
     return shutil.which("cuobjdump") or (
@@ -142,7 +149,10 @@ def _cuobjdump() -> str | None:
     )
 
 
-@pytest.mark.skipif(_cuobjdump() is None, reason="cuobjdump (CUDA toolkit) not available")
+@pytest.mark.skipif(
+    _cuobjdump() is None or not wheelops.build_info().cuda_libraries,
+    reason="no cuobjdump (pip install nvidia-cuda-cuobjdump), or a build without CUDA",
+)
 def test_cuda_library_holds_the_archs_it_claims():
     cuobjdump = _cuobjdump()
     assert cuobjdump is not None
