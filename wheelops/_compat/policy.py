@@ -1,6 +1,6 @@
 """The compatibility policy: one pure `evaluate` decides what loads, and says why.
 
-Every rule lives here (DESIGN.md's policy table, plus the build facts, the
+Every rule lives here (README's Compatibility table, plus the build facts, the
 library files, the loader's failures, the driver and the GPUs). `evaluate`
 takes recorded facts and returns a Report: each candidate library accepted or
 rejected with its reason, every finding with both sides and the commands that
@@ -371,7 +371,7 @@ class _Rules:
         )  # fmt: skip
 
     def before_load(self, build: BuildInfo) -> list[Finding]:
-        """Everything decidable before any dlopen (DESIGN decision 5)."""
+        """Everything decidable before any dlopen: check before load, explain after failure."""
         findings = [self.python(build), self.torch(build), self.torch_build(build)]
         cuda = self.cuda(build)
         return findings + ([cuda] if cuda else []) + [self.platform(build)]
