@@ -51,6 +51,7 @@ if "build_tools" not in sys.modules:
     _import_build_tools()
 from build_tools import matrix as build_matrix  # noqa: E402
 from build_tools.build_facts import git_commit  # noqa: E402
+from build_tools.cuda_toolkit import CUOBJDUMP_REQUIREMENT  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
@@ -69,9 +70,7 @@ TEST_REQUIREMENTS = [
     "ninja",
     "setuptools>=77",
     "cmake",  # test_cmake_config configures projects with find_package(wheelops)
-    # test_build reads the SASS and PTX each CUDA library holds (newer cuobjdumps read
-    # older libraries: it is a reader, not a build input).
-    "nvidia-cuda-cuobjdump==13.4.92",
+    CUOBJDUMP_REQUIREMENT,  # test_build reads the SASS and PTX each CUDA library holds
 ]
 # The deploy example: CMake and Ninja from PyPI; LibTorch is the installed torch's.
 DEPLOY_REQUIREMENTS = ["cmake", "ninja"]

@@ -16,6 +16,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+# The test sessions read each CUDA library's SASS and PTX with it (tests/test_build.py).
+# A reader, not a build input: a newer cuobjdump reads older libraries of either major.
+CUOBJDUMP_REQUIREMENT = "nvidia-cuda-cuobjdump==13.4.92"
+
 PIP_INSTALL_HINT = (
     'pip install "cuda-toolkit[nvcc,cudart,crt,nvvm,cccl]=={cuda}.*"'
     "  (in the environment that builds, next to torch)"
