@@ -64,6 +64,7 @@ SITE = ROOT / "site"
 # ninja and setuptools: the suite also builds the sources in dev mode.
 TEST_REQUIREMENTS = [
     "pytest>=8",
+    "pytest-xdist>=3.5",  # one worker per core: the suite waits on subprocesses a lot
     "expecttest",
     "numpy",
     "hypothesis>=6.100",
@@ -246,9 +247,12 @@ def _test_wheel(
     venv: Path,
     tests: tuple[str, ...] = ("tests",),
     env: dict[str, str] | None = None,
+    dist: str = "loadfile",
 ) -> None:
     """Install the repaired wheel (not the source tree) with that torch; run the suite
-    (or the named test files)."""
+    (or the named test files), one pytest-xdist worker per core. `dist` "loadfile" keeps
+    a file's tests on one worker, so that its module fixtures (a venv and index, a copy of
+    the install) are made once."""
     _install_torch(session, venv, variant, torch)
     _pip(session, venv, *TEST_REQUIREMENTS)
     _pip(session, venv, "--no-deps", "--force-reinstall", str(_installed_wheel(variant)))
@@ -257,7 +261,8 @@ def _test_wheel(
     with _outside_checkout(session):
         session.run(
             _python(session, venv), "-m", "pytest", *(str(ROOT / t) for t in tests), "-ra",
-            "-q", "-p", "no:cacheprovider", *(["-m", "not gpu"] if gpu_free else []),
+            "-q", "-p", "no:cacheprovider", "-n", "auto", "--dist", dist, "--durations=15",
+            *(["-m", "not gpu"] if gpu_free else []),
             # The guard's fix commands are run against an index of these wheels.
             env={"WHEELOPS_TEST_INSTALLED": "1", "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED),
                  **(env or {})},
@@ -481,7 +486,7 @@ def damage(session: nox.Session) -> None:
         with tempfile.TemporaryDirectory() as scratch:
             venv = _new_venv(session, Path(scratch) / "venv")
             _test_wheel(session, variant, torch, venv, ("tests/test_damaged_install.py",),
-                        env={"WHEELOPS_TEST_DAMAGE": "all"})  # fmt: skip
+                        env={"WHEELOPS_TEST_DAMAGE": "all"}, dist="load")  # fmt: skip
 
 
 # ---------------------------------------------------------------- checks
