@@ -7,6 +7,7 @@ how this install was built; ``python -m wheelops`` whether it suits this machine
 ``cmake_prefix_path`` and ``library_paths()`` serve C++ programs (README: Deploy).
 """
 
+from wheelops._damage import PACKAGE_DIR as _PACKAGE_DIR
 from wheelops._damage import DamagedInstallError, damaged_install, imported_by_doctor
 
 # What stopped the import, kept for `python -m wheelops`, which reports it (and exits 1)
@@ -53,8 +54,8 @@ try:
         ]
 except Exception as _err:  # a damaged module: SyntaxError, ValueError (NUL bytes), ...
     _damage = None if type(_err).__name__ == "CompatibilityError" else damaged_install(_err)
-    if imported_by_doctor():
-        _import_error = _damage or _err
+    if imported_by_doctor() and (_PACKAGE_DIR / "__main__.py").is_file():
+        _import_error = _damage or _err  # else no doctor runs after this: raise it here
     elif _damage is None:  # the guard's refusal, or no file is damaged: as raised
         raise
     else:
