@@ -171,9 +171,10 @@ def _package(model: torch.nn.Module, device: str, folder: Path, cxx: str | None)
     torch.save((args, expected), folder / "io.pt")
 
 
-def _compiler_finding() -> dict:
+def _compiler_finding(env: dict[str, str] | None = None) -> dict:
+    """The doctor's C++ compiler finding, in this environment or `env`."""
     done = subprocess.run([sys.executable, "-m", "wheelops", "--json"], capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=300, env=env)  # fmt: skip
     (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["check"] == "C++ compiler"]
     return finding
 
@@ -225,16 +226,10 @@ def test_the_doctor_names_a_compiler_that_would_build_crashing_packages(tmp_path
     wrapper.write_text('#!/bin/sh\nexec g++ -static-libstdc++ -static-libgcc "$@"\n')
     wrapper.chmod(0o755)
     env = {**os.environ, "CXX": str(wrapper)}
-    done = subprocess.run([sys.executable, "-m", "wheelops", "--json"], capture_output=True,
-                          text=True, timeout=300, env=env)  # fmt: skip
-    report = json.loads(done.stdout)
-    (finding,) = [f for f in report["findings"] if f["check"] == "C++ compiler"]
+    finding = _compiler_finding(env)
     assert finding["status"] == "degraded" and "libstdc++" in finding["message"], finding
     assert str(wrapper) in finding["message"] and "SIGSEGV" in finding["message"]
     (fix,) = finding["fix"]
     assert fix.startswith("export CXX=/") and fix != f"export CXX={wrapper}"
     cured = {**env, "CXX": fix.removeprefix("export CXX=")}
-    done = subprocess.run([sys.executable, "-m", "wheelops", "--json"], capture_output=True,
-                          text=True, timeout=300, env=cured)  # fmt: skip
-    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["check"] == "C++ compiler"]
-    assert finding["status"] == "ok", finding
+    assert _compiler_finding(cured)["status"] == "ok"
