@@ -193,11 +193,13 @@ def lltm_allowed(
     grad_h, grad_cell = (g.detach().double() for g in grads)
     x = torch.cat([old_h, input], 1)
     state = old_h.shape[1]
-    exact_gates = x @ weights.T + bias
-    # gates: K + 1 terms (bias included) accumulated in float32, then one rounding to dtype.
-    ones = torch.ones_like(x[:, :1])
-    accumulated = gemm_rounding(torch.cat([x, ones], 1), torch.cat([weights, bias[:, None]], 1), u)
-    gate_error = rounded_error(exact_gates, accumulated, dtype)
+    product = x @ weights.T
+    exact_gates = product + bias
+    # gates = torch.addmm(bias, x, W.T): K products accumulated in float32 and rounded to
+    # dtype, then the bias added and rounded again (cuBLAS on an H100 returned
+    # bf16(bf16(x @ W.T) + bias) for bfloat16; the CPU rounds once, which is within this).
+    product_error = rounded_error(product, gemm_rounding(x, weights, u), dtype)
+    gate_error = rounded_error(exact_gates, product_error, dtype)
     # The fused kernels on gates anywhere within that error, each op rounding once: intervals.
     gates = Interval(exact_gates - gate_error, exact_gates + gate_error)
     kernel = gate_math(gates, old_cell, grad_h, grad_cell, u)

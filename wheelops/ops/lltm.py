@@ -106,9 +106,9 @@ def lltm(
     _check(input, weights, bias, old_h, old_cell)
     _checks.runnable("lltm", input)
     # One GEMM over [old_h, input]: a single d_weights GEMM and d_X GEMM in
-    # backward, and the gates rounded once (two addmm's over the weight
-    # slices would round the reduced-precision gates twice and need slice
-    # backward kernels for d_weights).
+    # backward, and the gates rounded by one addmm (two addmm's over the weight
+    # slices would round the reduced-precision partial gates once more and need
+    # slice backward kernels for d_weights).
     x = torch.cat([old_h, input], dim=1)
     gates = torch.addmm(bias, x, weights.t())
     new_h, new_cell = _autograd.call(torch.ops.wheelops.lltm_gates.default, gates, old_cell)
