@@ -13,18 +13,20 @@ import sys
 from pathlib import Path
 
 
-def read(path: Path) -> tuple[dict[str, tuple[str, float]], list[str]]:
+def read(path: Path) -> tuple[dict[str, tuple[str, float]], dict[str, float]]:
+    """The tests that ended (outcome, duration) and those that started and never ended
+    (the seconds into the run when they started)."""
     ended: dict[str, tuple[str, float]] = {}
-    started: list[str] = []
+    started: dict[str, float] = {}
     for line in path.read_text().splitlines():
         fields = line.split("\t")
-        if fields[0] == "start" and len(fields) == 2:
-            started.append(fields[1])
-        elif len(fields) == 3:
-            outcome, nodeid, seconds = fields
+        if len(fields) == 3 and fields[1] == "start":
+            started[fields[2]] = float(fields[0])
+        elif len(fields) == 4:
+            _, outcome, nodeid, seconds = fields
             if ended.get(nodeid, ("",))[0] not in ("failed", "error"):
                 ended[nodeid] = (outcome, float(seconds))
-    return ended, [n for n in dict.fromkeys(started) if n not in ended]
+    return ended, {n: t for n, t in started.items() if n not in ended}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(bad)} failed or errored, {len(running)} started and not ended")  # fmt: skip
     for nodeid, outcome in bad.items():
         print(f"  {outcome.upper():7} {nodeid}")
-    for nodeid in running:
-        print(f"  RUNNING {nodeid}")
+    for nodeid, since in running.items():
+        print(f"  RUNNING {nodeid} (started {since:.0f} s into the run)")
     slowest = sorted(ended.items(), key=lambda item: -item[1][1])[: args.slowest]
     print("slowest:")
     for nodeid, (outcome, seconds) in slowest:
