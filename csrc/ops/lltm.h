@@ -8,8 +8,7 @@
 
 #include <torch/headeronly/macros/Macros.h>
 
-#include <math.h>
-
+#include "wheelops/math.h"
 #include "wheelops/tensor_checks.h"
 
 namespace wheelops {
@@ -44,12 +43,9 @@ inline void check_lltm_gates_backward_args(
 
 namespace lltm {
 
-C10_HOST_DEVICE inline float exp_(float x) { return ::expf(x); }
-C10_HOST_DEVICE inline double exp_(double x) { return ::exp(x); }
-C10_HOST_DEVICE inline float expm1_(float x) { return ::expm1f(x); }
-C10_HOST_DEVICE inline double expm1_(double x) { return ::expm1(x); }
-C10_HOST_DEVICE inline float tanh_(float x) { return ::tanhf(x); }
-C10_HOST_DEVICE inline double tanh_(double x) { return ::tanh(x); }
+using math::exp_;
+using math::expm1_;
+using math::tanh_;
 
 template <typename A>
 C10_HOST_DEVICE inline A sigmoid(A x) {

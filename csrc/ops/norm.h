@@ -1,4 +1,6 @@
-// Argument checks and shapes shared by layer_norm and rms_norm (CPU and CUDA).
+// Argument checks, shapes and the host set-up shared by layer_norm and rms_norm
+// (CPU and CUDA): each backend gets its tensors checked, contiguous and allocated
+// from here and only launches its kernels.
 //
 // Both ops normalize over the last dimension of x, viewed as [rows, cols], and
 // save per-row float32 statistics (float64 for float64 x) for the backward.
@@ -10,6 +12,7 @@
 #include <optional>
 
 #include "wheelops/tensor_checks.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops::norm {
 
@@ -76,6 +79,71 @@ inline void check_backward_args(
   WHEELOPS_CHECK(
       weight.has_value() || !weight_grad, "wheelops.", op,
       ": the gradient of 'weight' was requested but 'weight' is None");
+}
+
+template <typename T>
+const T* data_or_null(const std::optional<Tensor>& t) {
+  return t.has_value() ? t->const_data_ptr<T>() : nullptr;
+}
+
+template <typename T>
+T* mutable_data_or_null(std::optional<Tensor>& t) {
+  return t.has_value() ? t->mutable_data_ptr<T>() : nullptr;
+}
+
+// A forward's checked, contiguous inputs and its allocated outputs: out, and the
+// saved statistics (rms_norm's mean is an empty placeholder its op drops).
+struct Forward {
+  Tensor x;
+  std::optional<Tensor> weight, bias;
+  RowsCols shape;
+  Tensor out, mean, rstd;
+};
+
+template <bool kCentered>
+Forward prepare_forward(
+    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+    double eps, const char* op) {
+  check_x(x, op);
+  check_param(weight, "weight", x, op);
+  check_param(bias, "bias", x, op);
+  check_eps(eps, op);
+  const Tensor x_c = as_contiguous(x);
+  const RowsCols shape = rows_cols(x_c);
+  const ScalarType sdt = stats_dtype(x_c.scalar_type());
+  return Forward{
+      x_c, as_contiguous(weight), as_contiguous(bias), shape, allocate_like(x_c),
+      allocate(x_c, {kCentered ? shape.rows : 0}, sdt), allocate(x_c, {shape.rows}, sdt)};
+}
+
+// A backward's checked, contiguous inputs and the gradients asked for, allocated.
+struct Backward {
+  Tensor grad, x;
+  std::optional<Tensor> mean;
+  Tensor rstd;
+  std::optional<Tensor> weight;
+  RowsCols shape;
+  std::optional<Tensor> grad_x, grad_weight, grad_bias;
+};
+
+inline Backward prepare_backward(
+    const Tensor& grad, const Tensor& x, const std::optional<Tensor>& mean, const Tensor& rstd,
+    const std::optional<Tensor>& weight, bool x_grad, bool weight_grad, bool bias_grad,
+    const char* op) {
+  check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
+  const Tensor x_c = as_contiguous(x);
+  Backward b{as_contiguous(grad), x_c, as_contiguous(mean), as_contiguous(rstd),
+             as_contiguous(weight), rows_cols(x_c), std::nullopt, std::nullopt, std::nullopt};
+  if (x_grad) {
+    b.grad_x = allocate_like(b.x);
+  }
+  if (weight_grad) {
+    b.grad_weight = allocate(b.x, {b.shape.cols});
+  }
+  if (bias_grad) {
+    b.grad_bias = allocate(b.x, {b.shape.cols});
+  }
+  return b;
 }
 
 } // namespace wheelops::norm

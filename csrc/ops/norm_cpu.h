@@ -202,43 +202,22 @@ void backward_columns(
   });
 }
 
-template <typename T>
-const T* data_or_null(const std::optional<Tensor>& t) {
-  return t.has_value() ? t->const_data_ptr<T>() : nullptr;
-}
-
-template <typename T>
-T* mutable_data_or_null(std::optional<Tensor>& t) {
-  return t.has_value() ? t->mutable_data_ptr<T>() : nullptr;
-}
-
 // Forward: (out, mean, rstd); rms_norm returns mean as an empty placeholder
 // and its op drops it.
 template <bool kCentered>
 std::tuple<Tensor, Tensor, Tensor> forward(
     const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
     double eps, const char* op) {
-  check_x(x, op);
-  check_param(weight, "weight", x, op);
-  check_param(bias, "bias", x, op);
-  check_eps(eps, op);
-  const Tensor x_c = as_contiguous(x);
-  const std::optional<Tensor> w_c = as_contiguous(weight);
-  const std::optional<Tensor> b_c = as_contiguous(bias);
-  const RowsCols shape = rows_cols(x_c);
-  const ScalarType sdt = stats_dtype(x_c.scalar_type());
-  Tensor out = allocate_like(x_c);
-  Tensor mean = allocate(x_c, {kCentered ? shape.rows : 0}, sdt);
-  Tensor rstd = allocate(x_c, {shape.rows}, sdt);
-  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+  Forward f = prepare_forward<kCentered>(x, weight, bias, eps, op);
+  dispatch_float(f.x.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using S = acc_type<T>;
     forward_rows<T, kCentered>(
-        x_c.const_data_ptr<T>(), data_or_null<T>(w_c), data_or_null<T>(b_c),
-        out.mutable_data_ptr<T>(), kCentered ? mean.mutable_data_ptr<S>() : nullptr,
-        rstd.mutable_data_ptr<S>(), shape, eps);
+        f.x.const_data_ptr<T>(), data_or_null<T>(f.weight), data_or_null<T>(f.bias),
+        f.out.mutable_data_ptr<T>(), kCentered ? f.mean.mutable_data_ptr<S>() : nullptr,
+        f.rstd.mutable_data_ptr<S>(), f.shape, eps);
   });
-  return {out, mean, rstd};
+  return {f.out, f.mean, f.rstd};
 }
 
 template <bool kCentered>
@@ -246,40 +225,25 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
     const Tensor& grad, const Tensor& x, const std::optional<Tensor>& mean, const Tensor& rstd,
     const std::optional<Tensor>& weight, bool x_grad, bool weight_grad, bool bias_grad,
     const char* op) {
-  check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
-  const Tensor g_c = as_contiguous(grad);
-  const Tensor x_c = as_contiguous(x);
-  const std::optional<Tensor> m_c = as_contiguous(mean);
-  const Tensor r_c = as_contiguous(rstd);
-  const std::optional<Tensor> w_c = as_contiguous(weight);
-  const RowsCols shape = rows_cols(x_c);
-  std::optional<Tensor> grad_x, grad_w, grad_b;
-  if (x_grad) {
-    grad_x = allocate_like(x_c);
-  }
-  if (weight_grad) {
-    grad_w = allocate(x_c, {shape.cols});
-  }
-  if (bias_grad) {
-    grad_b = allocate(x_c, {shape.cols});
-  }
-  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+  Backward b =
+      prepare_backward(grad, x, mean, rstd, weight, x_grad, weight_grad, bias_grad, op);
+  dispatch_float(b.x.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using S = acc_type<T>;
-    const S* pm = kCentered ? m_c->template const_data_ptr<S>() : nullptr;
-    const S* pr = r_c.const_data_ptr<S>();
+    const S* pm = kCentered ? b.mean->template const_data_ptr<S>() : nullptr;
+    const S* pr = b.rstd.const_data_ptr<S>();
     if (x_grad) {
       backward_grad_x<T, kCentered>(
-          g_c.const_data_ptr<T>(), x_c.const_data_ptr<T>(), pm, pr, data_or_null<T>(w_c),
-          grad_x->template mutable_data_ptr<T>(), shape);
+          b.grad.const_data_ptr<T>(), b.x.const_data_ptr<T>(), pm, pr, data_or_null<T>(b.weight),
+          b.grad_x->template mutable_data_ptr<T>(), b.shape);
     }
     if (weight_grad || bias_grad) {
       backward_columns<T, kCentered>(
-          g_c.const_data_ptr<T>(), x_c.const_data_ptr<T>(), pm, pr, mutable_data_or_null<T>(grad_w),
-          mutable_data_or_null<T>(grad_b), shape);
+          b.grad.const_data_ptr<T>(), b.x.const_data_ptr<T>(), pm, pr,
+          mutable_data_or_null<T>(b.grad_weight), mutable_data_or_null<T>(b.grad_bias), b.shape);
     }
   });
-  return {grad_x, grad_w, grad_b};
+  return {b.grad_x, b.grad_weight, b.grad_bias};
 }
 
 } // namespace wheelops::norm::cpu_impl

@@ -799,52 +799,36 @@ void launch_backward(
   }
 }
 
-template <typename T>
-const T* data_or_null(const std::optional<Tensor>& t) {
-  return t.has_value() ? t->const_data_ptr<T>() : nullptr;
-}
-
 } // namespace
 
 template <bool kCentered>
 std::tuple<Tensor, Tensor, Tensor> forward(
     const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
     double eps, const char* op) {
-  check_x(x, op);
-  check_param(weight, "weight", x, op);
-  check_param(bias, "bias", x, op);
-  check_eps(eps, op);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor x_c = as_contiguous(x);
-  const std::optional<Tensor> w_c = as_contiguous(weight);
-  const std::optional<Tensor> b_c = as_contiguous(bias);
-  const RowsCols shape = rows_cols(x_c);
-  const ScalarType sdt = stats_dtype(x_c.scalar_type());
-  Tensor out = allocate_like(x_c);
-  Tensor mean = allocate(x_c, {kCentered ? shape.rows : 0}, sdt);
-  Tensor rstd = allocate(x_c, {shape.rows}, sdt);
-  if (shape.rows == 0) {
-    return {out, mean, rstd};
+  Forward f = prepare_forward<kCentered>(x, weight, bias, eps, op);
+  if (f.shape.rows == 0) {
+    return {f.out, f.mean, f.rstd};
   }
   const cudaStream_t stream = cuda::current_stream(device, op);
-  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+  dispatch_float(f.x.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type<T>;
-    const T* px = x_c.const_data_ptr<T>();
-    const T* pw = data_or_null<T>(w_c);
-    const T* pb = data_or_null<T>(b_c);
-    T* po = out.mutable_data_ptr<T>();
-    A* pm = kCentered ? mean.mutable_data_ptr<A>() : nullptr;
-    A* pr = rstd.mutable_data_ptr<A>();
+    const T* px = f.x.const_data_ptr<T>();
+    const T* pw = data_or_null<T>(f.weight);
+    const T* pb = data_or_null<T>(f.bias);
+    T* po = f.out.mutable_data_ptr<T>();
+    A* pm = kCentered ? f.mean.mutable_data_ptr<A>() : nullptr;
+    A* pr = f.rstd.mutable_data_ptr<A>();
     constexpr int kVec = cuda::kVecSize<T>;
-    if (cuda::can_vectorize<T>(shape.cols, {px, pw, pb, po})) {
-      launch_forward<T, kVec, kCentered>(px, pw, pb, po, pm, pr, shape, eps, device, stream, op);
+    if (cuda::can_vectorize<T>(f.shape.cols, {px, pw, pb, po})) {
+      launch_forward<T, kVec, kCentered>(px, pw, pb, po, pm, pr, f.shape, eps, device, stream, op);
     } else {
-      launch_forward<T, 1, kCentered>(px, pw, pb, po, pm, pr, shape, eps, device, stream, op);
+      launch_forward<T, 1, kCentered>(px, pw, pb, po, pm, pr, f.shape, eps, device, stream, op);
     }
   });
-  return {out, mean, rstd};
+  return {f.out, f.mean, f.rstd};
 }
 
 template <bool kCentered>
@@ -852,59 +836,44 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>> 
     const Tensor& grad, const Tensor& x, const std::optional<Tensor>& mean, const Tensor& rstd,
     const std::optional<Tensor>& weight, bool x_grad, bool weight_grad, bool bias_grad,
     const char* op) {
-  check_backward_args(grad, x, mean, rstd, weight, weight_grad, op);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = as_contiguous(grad);
-  const Tensor x_c = as_contiguous(x);
-  const std::optional<Tensor> m_c = as_contiguous(mean);
-  const Tensor r_c = as_contiguous(rstd);
-  const std::optional<Tensor> w_c = as_contiguous(weight);
-  const RowsCols shape = rows_cols(x_c);
-  std::optional<Tensor> grad_x, grad_w, grad_b;
-  if (x_grad) {
-    grad_x = allocate_like(x_c);
-  }
-  if (weight_grad) {
-    grad_w = allocate(x_c, {shape.cols});
-  }
-  if (bias_grad) {
-    grad_b = allocate(x_c, {shape.cols});
-  }
-  if (shape.rows == 0 || shape.cols == 0) {
+  Backward b =
+      prepare_backward(grad, x, mean, rstd, weight, x_grad, weight_grad, bias_grad, op);
+  if (b.shape.rows == 0 || b.shape.cols == 0) {
     // Nothing to read; column sums over no rows are zero.
-    if (grad_w.has_value()) {
-      torch::stable::zero_(*grad_w);
+    if (b.grad_weight.has_value()) {
+      torch::stable::zero_(*b.grad_weight);
     }
-    if (grad_b.has_value()) {
-      torch::stable::zero_(*grad_b);
+    if (b.grad_bias.has_value()) {
+      torch::stable::zero_(*b.grad_bias);
     }
-    return {grad_x, grad_w, grad_b};
+    return {b.grad_x, b.grad_weight, b.grad_bias};
   }
   if (!x_grad && !weight_grad && !bias_grad) {
-    return {grad_x, grad_w, grad_b};
+    return {b.grad_x, b.grad_weight, b.grad_bias};
   }
   const cudaStream_t stream = cuda::current_stream(device, op);
-  dispatch_float(x_c.scalar_type(), op, [&](auto tag) {
+  dispatch_float(b.x.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type<T>;
     BackwardArgs<T> a{
-        g_c.const_data_ptr<T>(),
-        x_c.const_data_ptr<T>(),
-        kCentered ? m_c->template const_data_ptr<A>() : nullptr,
-        r_c.const_data_ptr<A>(),
-        data_or_null<T>(w_c),
-        x_grad ? grad_x->template mutable_data_ptr<T>() : nullptr,
-        weight_grad ? grad_w->template mutable_data_ptr<T>() : nullptr,
-        bias_grad ? grad_b->template mutable_data_ptr<T>() : nullptr};
+        b.grad.const_data_ptr<T>(),
+        b.x.const_data_ptr<T>(),
+        kCentered ? b.mean->template const_data_ptr<A>() : nullptr,
+        b.rstd.const_data_ptr<A>(),
+        data_or_null<T>(b.weight),
+        mutable_data_or_null<T>(b.grad_x),
+        mutable_data_or_null<T>(b.grad_weight),
+        mutable_data_or_null<T>(b.grad_bias)};
     constexpr int kVec = cuda::kVecSize<T>;
-    if (cuda::can_vectorize<T>(shape.cols, {a.grad, a.x, a.w, a.grad_x})) {
-      launch_backward<T, kVec, kCentered>(a, x_c, shape, device, stream, op);
+    if (cuda::can_vectorize<T>(b.shape.cols, {a.grad, a.x, a.w, a.grad_x})) {
+      launch_backward<T, kVec, kCentered>(a, b.x, b.shape, device, stream, op);
     } else {
-      launch_backward<T, 1, kCentered>(a, x_c, shape, device, stream, op);
+      launch_backward<T, 1, kCentered>(a, b.x, b.shape, device, stream, op);
     }
   });
-  return {grad_x, grad_w, grad_b};
+  return {b.grad_x, b.grad_weight, b.grad_bias};
 }
 
 } // namespace wheelops::norm::cuda_impl

@@ -4,10 +4,9 @@
 
 #include <torch/headeronly/macros/Macros.h>
 
-#include <math.h>
-
 #include <vector>
 
+#include "wheelops/math.h"
 #include "wheelops/tensor_checks.h"
 
 namespace wheelops::silu_and_mul {
@@ -57,8 +56,7 @@ inline Rows rows_of(const Tensor& x) {
   return {shape.rows, shape.cols / 2};
 }
 
-C10_HOST_DEVICE inline float exp_(float v) { return ::expf(v); }
-C10_HOST_DEVICE inline double exp_(double v) { return ::exp(v); }
+using math::exp_;
 
 // silu(a) * b, with silu(a) = a / (1 + exp(-a)) as PyTorch computes it (so
 // silu(-inf) is NaN and silu(inf) is inf, as in torch).

@@ -26,6 +26,7 @@
 #include "wheelops/block_reduce.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
+#include "wheelops/math.h"
 #include "wheelops/occupancy.cuh"
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
@@ -58,8 +59,7 @@ constexpr int kMaxItemsDispatched = 32;
 constexpr int kStreamBatch = 4;
 constexpr int kMaxSmsWaves = 8;
 
-__device__ __forceinline__ float exp_acc(float v) { return expf(v); }
-__device__ __forceinline__ double exp_acc(double v) { return exp(v); }
+using math::exp_;
 
 // exp(v - max) for the register kernels. A 16-bit row has twice the elements
 // per byte of a float row, so its instruction count per byte matters (the
@@ -84,7 +84,7 @@ __device__ __forceinline__ A exp_shifted(A v, A scaled_max) {
     // -inf) with finite x is -inf (exp2 -> 0), and NaN stays NaN.
     return exp2f(fmaf(v, CUDART_L2E_F, -scaled_max));
   } else {
-    return exp_acc(v - scaled_max);
+    return exp_(v - scaled_max);
   }
 }
 
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_in_registers(
 // yet) and inf - inf from turning a valid partial sum into NaN.
 template <typename A>
 __device__ __forceinline__ A rescale(A s, A from, A to) {
-  return from == to ? s : s * exp_acc(from - to);
+  return from == to ? s : s * exp_(from - to);
 }
 
 // Running (max, sum of exp(x - max)) of a row, merged with another one.
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
           if (chunk_max != negative_infinity<A>()) {
 #pragma unroll
             for (int j = 0; j < kVec; ++j) {
-              chunk_sum += exp_acc(static_cast<A>(p[b].val[j]) - chunk_max);
+              chunk_sum += exp_(static_cast<A>(p[b].val[j]) - chunk_max);
             }
           }
           acc.merge(chunk_max, chunk_sum);
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
         if (vi < vecs) {
 #pragma unroll
           for (int j = 0; j < kVec; ++j) {
-            p[b].val[j] = static_cast<T>(exp_acc(static_cast<A>(p[b].val[j]) - total.max) * inv);
+            p[b].val[j] = static_cast<T>(exp_(static_cast<A>(p[b].val[j]) - total.max) * inv);
           }
           cuda::store_vec<T, kVec>(out, vi, p[b]);
         }

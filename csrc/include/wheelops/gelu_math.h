@@ -4,19 +4,15 @@
 
 #include <torch/headeronly/macros/Macros.h>
 
-#include <cmath>
-#include <math.h>
+#include "wheelops/math.h"
 
 namespace wheelops::gelu {
 
 enum class Approximate { kNone, kTanh };
 
-C10_HOST_DEVICE inline float erf_(float x) { return ::erff(x); }
-C10_HOST_DEVICE inline double erf_(double x) { return ::erf(x); }
-C10_HOST_DEVICE inline float tanh_(float x) { return ::tanhf(x); }
-C10_HOST_DEVICE inline double tanh_(double x) { return ::tanh(x); }
-C10_HOST_DEVICE inline float exp_(float x) { return ::expf(x); }
-C10_HOST_DEVICE inline double exp_(double x) { return ::exp(x); }
+using math::erf_;
+using math::exp_;
+using math::tanh_;
 
 template <typename A>
 struct Constants {
