@@ -16,14 +16,13 @@
 //         aligned, or K = 0: a plain GEMM, then the
 //         bias and the GELU in kernels of our own.
 // Backward: one pass d_pre = grad * gelu'(pre) that also sums grad_bias (deterministic,
-// two stages), then two plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
+// two stages: bias_gelu's backward, wheelops/gelu_columns.cuh), then two plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
 // cuBLASLt's DGELU_BGRAD epilogue applies gelu' to a GEMM's output; here the incoming
 // gradient is an input, not a GEMM's output, so it has nothing to fuse into.
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -34,6 +33,7 @@
 #include "wheelops/cublaslt.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
+#include "wheelops/gelu_columns.cuh"
 #include "wheelops/gelu_math.h"
 #include "wheelops/tensors.h"
 #include "wheelops/vectorized.cuh"
@@ -46,10 +46,6 @@ using linear_gelu::GemmShape;
 constexpr const char* kOp = "fused_linear_gelu";
 constexpr const char* kBackwardOp = "fused_linear_gelu_backward";
 constexpr int kThreads = 256;
-constexpr int kMaxGridY = 65535;
-// Column sums of the backward's partials: kSumCols columns x kSumSplits threads a block.
-constexpr int kSumCols = 32;
-constexpr int kSumSplits = 32;
 
 template <typename T>
 struct CudaType;
@@ -100,117 +96,6 @@ __global__ void add_bias_kernel(T* __restrict__ h, const T* __restrict__ bias, i
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += int64_t{blockDim.x} * gridDim.x) {
     h[i] = static_cast<T>(static_cast<A>(h[i]) + static_cast<A>(bias[i % cols]));
-  }
-}
-
-// d_pre = grad * gelu'(pre) for a tile of (column vectors) x (rows), and per block
-// row the column sums of d_pre (unrounded) into partial[blockIdx.y, cols].
-template <typename T, int kVec, gelu::Approximate kMode>
-__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(
-    const T* __restrict__ grad, const T* __restrict__ pre, T* __restrict__ d_pre,
-    acc_type<T>* __restrict__ partial, int64_t rows, int64_t cols) {
-  using A = acc_type<T>;
-  extern __shared__ unsigned char shared_bytes[];
-  A* shared = reinterpret_cast<A*>(shared_bytes);  // [blockDim.y][blockDim.x][kVec]
-  const int64_t col_vec = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int64_t col_vecs = cols / kVec;
-  A sums[kVec] = {};
-  if (col_vec < col_vecs) {
-    const int64_t row_stride = int64_t{gridDim.y} * blockDim.y;
-    // Rows in increasing order: a fixed order for a given grid.
-    for (int64_t r = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; r < rows; r += row_stride) {
-      const cuda::Vec<T, kVec> g = cuda::load_vec<T, kVec>(grad, r * col_vecs + col_vec);
-      const cuda::Vec<T, kVec> u = cuda::load_vec<T, kVec>(pre, r * col_vecs + col_vec);
-      cuda::Vec<T, kVec> d;
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const A v = static_cast<A>(g.val[j]) * gelu::derivative<kMode>(static_cast<A>(u.val[j]));
-        d.val[j] = static_cast<T>(v);
-        sums[j] += v;
-      }
-      cuda::store_vec<T, kVec>(d_pre, r * col_vecs + col_vec, d);
-    }
-  }
-  const int slot = (threadIdx.y * blockDim.x + threadIdx.x) * kVec;
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) {
-    shared[slot + j] = sums[j];
-  }
-  __syncthreads();
-  if (threadIdx.y == 0 && col_vec < col_vecs) {
-    for (int ty = 1; ty < static_cast<int>(blockDim.y); ++ty) {
-      const int other = (ty * blockDim.x + threadIdx.x) * kVec;
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        sums[j] += shared[other + j];
-      }
-    }
-    A* out = partial + int64_t{blockIdx.y} * cols + col_vec * kVec;
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      out[j] = sums[j];
-    }
-  }
-}
-
-// grad_bias[c] = sum over s of partial[s, c], in a fixed order.
-template <typename T>
-__global__ void __launch_bounds__(kSumCols * kSumSplits) sum_partials_kernel(
-    const acc_type<T>* __restrict__ partial, T* __restrict__ grad_bias, int64_t splits,
-    int64_t cols) {
-  using A = acc_type<T>;
-  __shared__ A shared[kSumSplits][kSumCols + 1];
-  const int64_t c = int64_t{blockIdx.x} * kSumCols + threadIdx.x;
-  A total = A(0);
-  if (c < cols) {
-    for (int64_t s = threadIdx.y; s < splits; s += kSumSplits) {
-      total += partial[s * cols + c];
-    }
-  }
-  shared[threadIdx.y][threadIdx.x] = total;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    A sum = shared[0][threadIdx.x];
-    for (int k = 1; k < kSumSplits; ++k) {
-      sum += shared[k][threadIdx.x];
-    }
-    grad_bias[c] = static_cast<T>(sum);
-  }
-}
-
-template <typename T, int kVec, gelu::Approximate kMode>
-void launch_gelu_grad(
-    const T* grad, const T* pre, T* d_pre, T* grad_bias, const Tensor& like, GemmShape s,
-    int32_t device, cudaStream_t stream) {
-  using A = acc_type<T>;
-  constexpr auto kAccType = std::is_same_v<A, double> ? ScalarType::Double : ScalarType::Float;
-  const int64_t col_vecs = s.n / kVec;
-  int threads_x = 32;
-  while (threads_x < kThreads && threads_x < col_vecs) {
-    threads_x *= 2;
-  }
-  const int threads_y = kThreads / threads_x;
-  const int64_t grid_x = (col_vecs + threads_x - 1) / threads_x;
-  // About four blocks per SM in all, each walking its rows.
-  const int64_t wanted = int64_t{cuda::multiprocessor_count(device)} * 4;
-  int64_t grid_y = (wanted + grid_x - 1) / grid_x;
-  const int64_t row_steps = (s.m + threads_y - 1) / threads_y;
-  grid_y = std::max<int64_t>(1, std::min<int64_t>({grid_y, row_steps, kMaxGridY}));
-  const int64_t splits = s.m > 0 ? grid_y : 0;
-  Tensor partial = allocate(like, {splits > 0 ? splits : 1, s.n}, kAccType);
-  A* partial_ptr = partial.mutable_data_ptr<A>();
-  const size_t shared = size_t{kThreads} * kVec * sizeof(A);
-  if (splits > 0) {
-    gelu_grad_kernel<T, kVec, kMode>
-        <<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)),
-           dim3(threads_x, threads_y), shared, stream>>>(grad, pre, d_pre, partial_ptr, s.m, s.n);
-    WHEELOPS_CHECK_LAUNCH(kBackwardOp);
-  }
-  if (grad_bias != nullptr) {
-    const auto blocks = static_cast<unsigned>((s.n + kSumCols - 1) / kSumCols);
-    sum_partials_kernel<T><<<blocks, dim3(kSumCols, kSumSplits), 0, stream>>>(
-        partial_ptr, grad_bias, splits, s.n);
-    WHEELOPS_CHECK_LAUNCH(kBackwardOp);
   }
 }
 
@@ -359,10 +244,14 @@ fused_linear_gelu_backward_cuda(
       const bool vec = cuda::can_vectorize<T>(s.n, {pg, pp, pd});
       gelu::dispatch_mode(mode, [&](auto m) {
         constexpr gelu::Approximate kMode = decltype(m)::value;
+        // bias_gelu's backward with no bias: pre already holds it.
+        const RowsCols shape{s.m, s.n};
         if (vec) {
-          launch_gelu_grad<T, cuda::kVecSize<T>, kMode>(pg, pp, pd, pgb, x, s, device, stream);
+          gelu_columns::launch_backward<T, cuda::kVecSize<T>, kMode>(
+              pg, pp, nullptr, pd, pgb, x, shape, device, stream, kBackwardOp);
         } else {
-          launch_gelu_grad<T, 1, kMode>(pg, pp, pd, pgb, x, s, device, stream);
+          gelu_columns::launch_backward<T, 1, kMode>(
+              pg, pp, nullptr, pd, pgb, x, shape, device, stream, kBackwardOp);
         }
       });
     }
@@ -390,9 +279,6 @@ fused_linear_gelu_backward_cuda(
                          {x.const_data_ptr<T>(), pd, pgw, nullptr, nullptr}, x, device, stream,
                          kBackwardOp);
       }
-    }
-    if (bias_grad && s.n > 0 && s.m == 0) {
-      WHEELOPS_CUDA_CHECK(cudaMemsetAsync(pgb, 0, elem * s.n, stream), kBackwardOp);
     }
   });
   return {grad_input, grad_weight, grad_bias};
