@@ -16,7 +16,7 @@
 //         aligned, or K = 0: a plain GEMM, then the
 //         bias and the GELU in kernels of our own.
 // Backward: one pass d_pre = grad * gelu'(pre) that also sums grad_bias (deterministic,
-// two stages: bias_gelu's backward, wheelops/gelu_columns.cuh), then two plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
+// two stages: bias_gelu's backward, bias_gelu_backward_into), then two plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
 // cuBLASLt's DGELU_BGRAD epilogue applies gelu' to a GEMM's output; here the incoming
 // gradient is an input, not a GEMM's output, so it has nothing to fuse into.
 #include <torch/csrc/stable/accelerator.h>
@@ -29,11 +29,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "bias_gelu.h"
 #include "fused_linear_gelu.h"
 #include "wheelops/cublaslt.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
-#include "wheelops/gelu_columns.cuh"
 #include "wheelops/gelu_math.h"
 #include "wheelops/tensors.h"
 #include "wheelops/vectorized.cuh"
@@ -233,28 +233,12 @@ fused_linear_gelu_backward_cuda(
   const Tensor x = as_contiguous(input);
   const Tensor w = as_contiguous(weight);
   Tensor d_pre = allocate(input, {s.m, s.n});
+  // d_pre and grad_bias: bias_gelu's backward with no bias (pre already holds it).
+  bias_gelu_backward_into(g_c, p_c, std::nullopt, d_pre, grad_bias, mode, kBackwardOp);
   dispatch_float(input.scalar_type(), kBackwardOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const size_t elem = sizeof(T);
-    T* pd = d_pre.mutable_data_ptr<T>();
-    T* pgb = bias_grad ? grad_bias->mutable_data_ptr<T>() : nullptr;
-    if (s.n > 0) {
-      const T* pg = g_c.const_data_ptr<T>();
-      const T* pp = p_c.const_data_ptr<T>();
-      const bool vec = cuda::can_vectorize<T>(s.n, {pg, pp, pd});
-      gelu::dispatch_mode(mode, [&](auto m) {
-        constexpr gelu::Approximate kMode = decltype(m)::value;
-        // bias_gelu's backward with no bias: pre already holds it.
-        const RowsCols shape{s.m, s.n};
-        if (vec) {
-          gelu_columns::launch_backward<T, cuda::kVecSize<T>, kMode>(
-              pg, pp, nullptr, pd, pgb, x, shape, device, stream, kBackwardOp);
-        } else {
-          gelu_columns::launch_backward<T, 1, kMode>(
-              pg, pp, nullptr, pd, pgb, x, shape, device, stream, kBackwardOp);
-        }
-      });
-    }
+    const T* pd = d_pre.const_data_ptr<T>();
     const cublasComputeType_t compute = compute_type<T>(allow_tf32);
     if (input_grad && s.m * s.k > 0) {
       T* pgi = grad_input->mutable_data_ptr<T>();
