@@ -46,7 +46,7 @@ smi = subprocess.run(
 print(json.dumps({"gpus": smi, "torch": torch.__version__, "cuda": torch.version.cuda}, indent=2))
 PY
 read -r -a extra <<<"${PYTEST_ARGS:-}"
-workers=()
+workers=() threads=""
 if [[ -n "${TEST_WORKERS:-}" ]]; then
   # xdist hands each worker a queue of tests up front; "worksteal" (pytest-xdist >= 3.2)
   # lets an idle worker take tests still queued behind a long one ("load" cannot). The
@@ -56,16 +56,17 @@ if [[ -n "${TEST_WORKERS:-}" ]]; then
   # Each worker's torch gets its share of the cores: with torch's default (all of them)
   # 14 workers ran 224 intra-op threads on 16 cores, and a CPU test of 3 s took 60 s.
   share=$(( $(nproc) / TEST_WORKERS ))
-  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( share > 0 ? share : 1 ))}"
-  echo "$TEST_WORKERS workers (--dist $dist), OMP_NUM_THREADS=$OMP_NUM_THREADS"
+  threads="${OMP_NUM_THREADS:-$(( share > 0 ? share : 1 ))}"
+  echo "$TEST_WORKERS workers (--dist $dist), $threads intra-op threads each"
 fi
 # SIGINT first: pytest then still prints its failures and writes its report.
 limit=(timeout -k 30 -s INT "${STAGE_TIMEOUT:-540}")
-suite() {  # report name, then pytest arguments
-  local name="$1"; shift
+suite() {  # report name, intra-op threads a process ("": torch's default), pytest arguments
+  local name="$1" threads="$2"; shift 2
   local progress="$OUT/$name-progress.log" rc=0
   rm -f "$progress"
-  WHEELOPS_REPORT_NAME="$name" WHEELOPS_PROGRESS_LOG="$progress" "${limit[@]}" \
+  env ${threads:+OMP_NUM_THREADS="$threads"} WHEELOPS_REPORT_NAME="$name" \
+    WHEELOPS_PROGRESS_LOG="$progress" "${limit[@]}" \
     "$repo/tools/gpu_tests.sh" "$wheel" -q -rfE --durations=25 "$@" "${extra[@]}" \
     > "$OUT/$name.log" 2>&1 || rc=$?
   [[ ! -f "$progress" ]] || python3 "$repo/tools/progress_report.py" "$progress" --slowest 10
@@ -75,13 +76,13 @@ status=0
 for stage in "${stages[@]}"; do
   start=$SECONDS rc=0
   case "$stage" in
-    tests) suite gpu-tests -m "not slow and not huge and not multi_gpu" \
+    tests) suite gpu-tests "$threads" -m "not slow and not huge and not multi_gpu" \
              -k "not no_memory_growth" "${workers[@]}" || rc=$? ;;
-    slow) suite slow-tests -m "slow and not huge and not multi_gpu" \
+    slow) suite slow-tests "$threads" -m "slow and not huge and not multi_gpu" \
             -k "not no_memory_growth" "${workers[@]}" || rc=$? ;;
-    memory) suite memory-tests -m "not huge and not multi_gpu" -k no_memory_growth || rc=$? ;;
-    huge) suite huge-tests -m huge || rc=$? ;;
-    multi) suite multi-gpu -m multi_gpu || rc=$? ;;
+    memory) suite memory-tests "" -m "not huge and not multi_gpu" -k no_memory_growth || rc=$? ;;
+    huge) suite huge-tests "" -m huge || rc=$? ;;
+    multi) suite multi-gpu "" -m multi_gpu || rc=$? ;;
     sanitize) timeout "${STAGE_TIMEOUT:-0}" "$repo/tools/sanitize.sh" "$wheel" "${extra[@]}" \
                 > "$OUT/sanitizer.log" 2>&1 || rc=$? ;;
     *) echo "unknown stage: $stage (tests, slow, memory, huge, multi, sanitize)" >&2; exit 2 ;;
