@@ -5,17 +5,11 @@ import math
 import pytest
 import torch
 from _helpers import DEVICES
+from opspecs.normalize_volume import reference
 
 import wheelops
 
 ALL_VALUES = torch.arange(65536, dtype=torch.int32).to(torch.uint16)
-
-
-def reference(vol: torch.Tensor, max_value: float) -> torch.Tensor:
-    # The float64 quotient of two float32 values rounds to the correctly
-    # rounded float32 quotient (53 >= 2 * 24 + 2 bits), so this is exact.
-    divisor = torch.tensor(float(max_value), dtype=torch.float32).item()
-    return (vol.cpu().to(torch.int32).double() / divisor).float()
 
 
 def random_volume(shape: tuple[int, ...], device: str, seed: int = 0) -> torch.Tensor:

@@ -23,7 +23,9 @@ import _example_log
 import pytest
 import torch
 import torch.nn.functional as F
+from _bias_gelu_bounds import assert_grad_bias_close, gelu_term_roundings
 from _helpers import DEVICES, TOLERANCE, randn
+from _lltm_bounds import assert_lltm_close, fp32_accumulating_gemms
 from _norm_helpers import (
     assert_close_tol,
     assert_layer_norm_grad_weight_close,
@@ -55,16 +57,14 @@ from _strategies import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
-from test_bias_gelu import assert_grad_bias_close, gelu_term_roundings
-from test_bias_gelu import reference as bias_gelu_reference
-from test_bias_gelu import reference_grads as bias_gelu_reference_grads
-from test_lltm import assert_lltm_close, fp32_accumulating_gemms
-from test_lltm import make_inputs as lltm_inputs
-from test_normalize_volume import reference as normalize_volume_reference
-from test_rgb_to_gray import reference as rgb_to_gray_reference
-from test_silu_and_mul import reference as silu_and_mul_reference
-from test_silu_and_mul import reference_grad as silu_and_mul_reference_grad
-from test_softmax import AUTOGRAD_TOLERANCE as SOFTMAX_AUTOGRAD_TOLERANCE
+from opspecs.bias_gelu import reference as bias_gelu_reference
+from opspecs.bias_gelu import reference_grads as bias_gelu_reference_grads
+from opspecs.lltm import make_inputs as lltm_inputs
+from opspecs.normalize_volume import reference as normalize_volume_reference
+from opspecs.rgb_to_gray import reference as rgb_to_gray_reference
+from opspecs.silu_and_mul import reference as silu_and_mul_reference
+from opspecs.silu_and_mul import reference_grad as silu_and_mul_reference_grad
+from opspecs.softmax import AUTOGRAD_TOLERANCE as SOFTMAX_AUTOGRAD_TOLERANCE
 
 import wheelops
 from wheelops.ops.rms_norm import default_eps
@@ -707,7 +707,7 @@ def test_lltm(device: str, data: st.DataObject) -> None:
         mine = torch.autograd.grad(outputs, inputs, out_grads)
     for name, actual, leaf in zip(LLTM_ARGUMENTS, mine, inputs, strict=True):
         assert actual.shape == leaf.shape and actual.dtype == dtype, name
-    # Every result within its derived bound (test_lltm.lltm_allowed).
+    # Every result within its derived bound (_lltm_bounds.lltm_allowed).
     assert_lltm_close((new_h, new_cell), mine, inputs, (grad_h, grad_cell))
 
 

@@ -3,15 +3,9 @@ from __future__ import annotations
 import pytest
 import torch
 from _helpers import DEVICES
+from opspecs.rgb_to_gray import reference
 
 import wheelops
-
-
-def reference(img: torch.Tensor) -> torch.Tensor:
-    """torch.round (half to even) of the exact float64 value (299 R + 587 G + 114 B) / 1000."""
-    rgb = img.to(torch.int64)
-    n = 299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2]
-    return torch.round(n.double() / 1000).to(torch.uint8)
 
 
 def random_image(shape: tuple[int, ...], device: str, seed: int = 0) -> torch.Tensor:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from _helpers import (
     DEVICES,
     DTYPES,
@@ -12,6 +11,7 @@ from _helpers import (
     randn,
     strided_variants,
 )
+from opspecs.silu_and_mul import eager, reference, reference_grad
 
 import wheelops
 
@@ -19,23 +19,6 @@ import wheelops
 # width), 8 and 32 (one or a few vectors per row), 4096; empty and 1-D too.
 SHAPES = [(0, 8), (1, 2), (5, 14), (4, 64), (3, 2, 66), (2, 2062), (9, 16), (3, 0), (2,), (7, 8192)]
 INF, NAN = float("inf"), float("nan")
-
-
-def reference(x: torch.Tensor) -> torch.Tensor:
-    a, b = x.double().chunk(2, dim=-1)
-    return F.silu(a) * b
-
-
-def reference_grad(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    x64 = x.double().requires_grad_()
-    a, b = x64.chunk(2, dim=-1)
-    (grad_x,) = torch.autograd.grad(F.silu(a) * b, x64, grad.double())
-    return grad_x
-
-
-def eager(x: torch.Tensor) -> torch.Tensor:
-    a, b = x.chunk(2, dim=-1)
-    return F.silu(a) * b
 
 
 @pytest.mark.parametrize("device", DEVICES)

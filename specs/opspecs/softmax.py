@@ -1,0 +1,54 @@
+"""wheelops.softmax(x, dim=-1)."""
+
+from __future__ import annotations
+
+import torch
+
+import wheelops
+from opspecs._inputs import normal
+from opspecs._shapes import ROWS, elements, rows_label
+from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+
+ops = torch.ops.wheelops
+
+# The gradient against a float64 reference. Low precision: the saved output is rounded
+# to the dtype before the backward uses it (as in eager), so the gradient of x carries
+# that rounding too.
+AUTOGRAD_TOLERANCE = {
+    torch.float64: (1e-12, 1e-10),
+    torch.float32: (2e-6, 2e-5),
+    torch.float16: (3e-3, 3e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
+    return (normal(shape, dtype, device, seed),)
+
+
+SPEC = OpSpec(
+    name="softmax",
+    make=make,
+    samples=(Sample(lambda x: wheelops.softmax(x, -1), lambda x: torch.softmax(x, -1)),),
+    derivatives=Derivatives(backward_op="softmax_backward", second=True),
+    native_bad_calls=(
+        NativeBadCall(
+            "softmax",
+            lambda t: ops.softmax.default(t(2, 3), 5),
+            r"'dim' must be in \[-2, 1\] for 'x' of shape \[2, 3\], got 5",
+        ),
+        NativeBadCall(
+            "softmax_backward",
+            lambda t: ops.softmax_backward.default(t(3, 3), t(2, 3), 1),
+            r"same shape \(got \[3, 3\] and \[2, 3\]\)",
+        ),
+    ),
+    benchmark=Benchmark(
+        shapes=ROWS,
+        label=rows_label,
+        forward_bytes=lambda s, e: 2 * elements(s) * e,
+        backward_bytes=lambda s, e: 3 * elements(s) * e,  # read y, grad; write grad_x
+        eager_unfused=(False, False),
+        note="dim=-1",
+    ),
+)
