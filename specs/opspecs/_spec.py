@@ -47,6 +47,17 @@ class Derivatives:
 
 
 @dataclass(frozen=True)
+class BadInput:
+    """The public function called with bad arguments: it must raise ``error`` with a
+    message "wheelops.<op>: ..." matching ``message`` (a regex), before any native code."""
+
+    args: Callable[[], tuple[object, ...]]  # made when the test runs
+    error: type[Exception]
+    message: str
+    kwargs: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class NativeBadCall:
     """A native op called straight through torch.ops.wheelops with bad input: it must
     raise RuntimeError("wheelops.<op>: ...") matching ``message`` (a regex)."""
@@ -86,6 +97,8 @@ class OpSpec:
     make: InputMaker
     samples: tuple[Sample, ...]  # the first is the op's default call
     native_bad_calls: tuple[NativeBadCall, ...]  # one per native op (backward ops too)
+    # Python's argument checks (an op whose own tests list them leaves this empty)
+    bad_inputs: tuple[BadInput, ...] = ()
     dtypes: tuple[torch.dtype, ...] = FLOATS
     derivatives: Derivatives | None = None  # None: not differentiable
     # The suites draw and size inputs by one tensor's shape; an op whose input maker takes
