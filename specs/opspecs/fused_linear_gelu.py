@@ -13,9 +13,10 @@ import torch.nn.functional as F
 
 import wheelops
 from opspecs._inputs import normal
-from opspecs._spec import Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
+t = torch.ones
 
 
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
@@ -44,6 +45,56 @@ SPEC = OpSpec(
     make=make,
     samples=(_sample("none"), _sample("tanh", "tanh_no_bias", arity=2)),
     derivatives=Derivatives(backward_op="fused_linear_gelu_backward"),
+    # input [2, 3], weight [4, 3], bias [4] with one thing wrong
+    bad_inputs=(
+        BadInput(
+            lambda: (t(2, 3).long(), t(4, 3), t(4)), TypeError, "'input' has dtype torch.int64"
+        ),
+        BadInput(lambda: ([1.0], t(4, 3), t(4)), TypeError, "'input' must be a torch.Tensor"),
+        BadInput(lambda: (t(2, 3), "w", t(4)), TypeError, "'weight' must be a torch.Tensor"),
+        BadInput(
+            lambda: (t(2, 3), t(4, 3).double(), t(4)),
+            TypeError,
+            "'input' and 'weight' must have the same dtype",
+        ),
+        BadInput(
+            lambda: (t(2, 3), t(4, 3), t(4).half()),
+            TypeError,
+            "'input' and 'bias' must have the same dtype",
+        ),
+        BadInput(
+            lambda: (torch.tensor(1.0), t(4, 3), t(4)),
+            ValueError,
+            "'input' must have at least one dimension",
+        ),
+        BadInput(
+            lambda: (t(2, 3), t(4, 2), t(4)),
+            ValueError,
+            r"'weight' must have shape \[out_features, 3\]",
+        ),
+        BadInput(
+            lambda: (t(2, 3), t(12), t(4)),
+            ValueError,
+            r"'weight' must have shape \[out_features, 3\]",
+        ),
+        BadInput(
+            lambda: (t(2, 3), t(4, 3), t(3)),
+            ValueError,
+            r"'bias' must have shape \[4\] .*got \[3\]",
+        ),
+        BadInput(lambda: (t(2, 3), t(4, 3), t(1, 4)), ValueError, r"'bias' must have shape \[4\]"),
+        BadInput(
+            lambda: (t(2, 3), t(4, 3, device="meta"), t(4)),
+            ValueError,
+            "'input' and 'weight' must be on the same device",
+        ),
+        BadInput(
+            lambda: (t(2, 3), t(4, 3), t(4)),
+            ValueError,
+            "'approximate' must be 'none' or 'tanh'",
+            {"approximate": "erf"},
+        ),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "fused_linear_gelu",
