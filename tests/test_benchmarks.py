@@ -223,7 +223,6 @@ def test_every_op_has_cases_in_every_profile():
         ("add", (4096, 1024), torch.bfloat16, 3 * 2 * 4096 * 1024, 0),
         ("softmax", (8, 16), torch.float32, 2 * 4 * 128, 3 * 4 * 128),
         ("layer_norm", (8, 16), torch.float32, (2 * 128 + 2 * 16) * 4, (3 * 128 + 3 * 16) * 4),
-        ("silu_and_mul", (8, 16), torch.bfloat16, 3 * 2 * 128, 5 * 2 * 128),
         ("rgb_to_gray", (4096, 4096), torch.uint8, 4 * 4096 * 4096, None),
         ("normalize_volume", (256, 512, 512), torch.uint16, 6 * 256 * 512 * 512, None),
         ("lltm", (4096, 1024, 512), torch.float32, 6 * 4096 * 512 * 4, 10 * 4096 * 512 * 4),
@@ -239,7 +238,6 @@ def test_bytes_that_must_move(op, shape, dtype, forward, backward):
 
 def test_inputs_have_the_shapes_the_ops_take():
     sizes = {
-        "silu_and_mul": ((5, 33), [[5, 66]]),
         "rgb_to_gray": ((2, 3, 5), [[2, 3, 5, 3]]),
         "lltm": ((4, 6, 5), [[4, 6], [15, 11], [15], [4, 5], [4, 5]]),
         "bias_gelu": ((5, 33), [[5, 33], [33]]),

@@ -11,7 +11,7 @@ from _helpers import (
     randn,
     strided_variants,
 )
-from opspecs.silu_and_mul import eager, reference, reference_grad
+from opspecs.silu_and_mul import SPEC, eager, reference, reference_grad
 
 import wheelops
 
@@ -241,3 +241,14 @@ def test_more_than_2_pow_31_elements():
     assert_matches_reference(grad_x[-3:], reference_grad(grad[-3:], last))
     del x, grad, grad_x
     torch.cuda.empty_cache()
+
+
+def test_description_counts_the_bytes_of_both_halves():
+    # The input is rows x (2 x hidden): forward reads 2d and writes d, backward reads 2d
+    # and the grad d and writes 2d (specs/opspecs/silu_and_mul.py).
+    assert SPEC.benchmark is not None
+    assert SPEC.benchmark.forward_bytes((8, 16), 2) == 3 * 2 * 128
+    assert SPEC.benchmark.backward_bytes is not None
+    assert SPEC.benchmark.backward_bytes((8, 16), 2) == 5 * 2 * 128
+    (x,) = SPEC.make((5, 33), torch.float32, "cpu", 0)
+    assert list(x.shape) == [5, 66]

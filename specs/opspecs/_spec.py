@@ -44,6 +44,13 @@ class Derivatives:
 
     backward_op: str  # the native op that computes the gradient, named in its errors
     second: bool = False  # double backward and forward-over-reverse
+    # Gradients at NaN inputs are eager's element by element (no reduction spreads a NaN).
+    nan_like_eager: bool = False
+    # A direct call of backward_op: (g, x), both [3, 4] float64 -> its arguments (None:
+    # backward_op is the op itself, or not called alone).
+    backward_args: Callable[[torch.Tensor, torch.Tensor], tuple[object, ...]] | None = None
+    # Where ``second``: backward_op's formula in eager PyTorch, on the same arguments.
+    backward_eager: Callable[..., torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ SPEC = OpSpec(
     name="add",
     make=make,
     samples=(Sample(lambda a, b: wheelops.add(a, b), torch.add),),
-    derivatives=Derivatives(backward_op="add", second=True),
+    derivatives=Derivatives(backward_op="add", second=True, nan_like_eager=True),
     native_bad_calls=(
         NativeBadCall(
             "add", lambda t: ops.add.default(t(4), t(5)), r"same shape \(got \[4\] and \[5\]\)"

@@ -44,7 +44,11 @@ SPEC = OpSpec(
     name="bias_gelu",
     make=make,
     samples=(_sample("none", ""), _sample("tanh", "tanh")),
-    derivatives=Derivatives(backward_op="bias_gelu_backward"),
+    derivatives=Derivatives(
+        backward_op="bias_gelu_backward",
+        nan_like_eager=True,
+        backward_args=lambda g, x: (g, x, normal((4,), x.dtype, x.device, 10), "none"),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "bias_gelu",

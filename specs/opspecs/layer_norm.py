@@ -31,7 +31,19 @@ SPEC = OpSpec(
             lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS),
         ),
     ),
-    derivatives=Derivatives(backward_op="layer_norm_backward"),
+    derivatives=Derivatives(
+        backward_op="layer_norm_backward",
+        backward_args=lambda g, x: (
+            g,
+            x,
+            x.mean(-1),
+            x.var(-1, unbiased=False).add(1e-5).rsqrt(),
+            None,
+            True,
+            False,
+            False,
+        ),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "layer_norm",

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import wheelops
+from opspecs._inputs import normal
 from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
@@ -80,7 +81,15 @@ SPEC = OpSpec(
     name="lltm",
     make=make,
     samples=(Sample(lambda *args: wheelops.lltm(*args), eager),),
-    derivatives=Derivatives(backward_op="lltm_gates_backward"),
+    derivatives=Derivatives(
+        backward_op="lltm_gates_backward",
+        backward_args=lambda g, x: (
+            g[:, :1],
+            g[:, :1],
+            normal((3, 3), x.dtype, x.device, 11),
+            x[:, :1],
+        ),
+    ),
     # batch from the leading dim (at least one), state from the last, 8 input features
     problem_shape=lambda shape: (max(shape[0], 1) if len(shape) > 1 else 1, 8, shape[-1]),
     native_bad_calls=(

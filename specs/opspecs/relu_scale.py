@@ -21,7 +21,13 @@ SPEC = OpSpec(
     name="relu_scale",
     make=make,
     samples=(Sample(lambda x: wheelops.relu_scale(x, ALPHA), lambda x: torch.relu(x) * ALPHA),),
-    derivatives=Derivatives(backward_op="relu_scale_backward", second=True),
+    derivatives=Derivatives(
+        backward_op="relu_scale_backward",
+        second=True,
+        nan_like_eager=True,
+        backward_args=lambda g, x: (g, x, 2.0),
+        backward_eager=lambda g, x, alpha: torch.where(x <= 0, torch.zeros_like(g), g * alpha),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "relu_scale",

@@ -32,7 +32,10 @@ SPEC = OpSpec(
             lambda x, w: F.rms_norm(x, x.shape[-1:], w, EPS),
         ),
     ),
-    derivatives=Derivatives(backward_op="rms_norm_backward"),
+    derivatives=Derivatives(
+        backward_op="rms_norm_backward",
+        backward_args=lambda g, x: (g, x, x.pow(2).mean(-1).add(1e-6).rsqrt(), None, True, False),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "rms_norm",

@@ -39,7 +39,11 @@ SPEC = OpSpec(
     name="silu_and_mul",
     make=make,
     samples=(Sample(lambda x: wheelops.silu_and_mul(x), eager),),
-    derivatives=Derivatives(backward_op="silu_and_mul_backward"),
+    derivatives=Derivatives(
+        backward_op="silu_and_mul_backward",
+        nan_like_eager=True,
+        backward_args=lambda g, x: (g[:, :2], x),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "silu_and_mul",

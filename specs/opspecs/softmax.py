@@ -30,7 +30,13 @@ SPEC = OpSpec(
     name="softmax",
     make=make,
     samples=(Sample(lambda x: wheelops.softmax(x, -1), lambda x: torch.softmax(x, -1)),),
-    derivatives=Derivatives(backward_op="softmax_backward", second=True),
+    derivatives=Derivatives(
+        backward_op="softmax_backward",
+        second=True,
+        # y, the softmax of x, is what the backward takes
+        backward_args=lambda g, x: (g, torch.softmax(x, -1), -1),
+        backward_eager=lambda g, y, dim: y * (g - (g * y).sum(dim, keepdim=True)),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "softmax",
