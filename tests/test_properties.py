@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of every op, forward and backward.
+"""Property-based tests (hypothesis) of the ops, forward and backward.
 
 Each test draws a dtype, a shape (empty, single, prime and long sizes, leading
 batch dimensions of varying rank), a memory layout per tensor (contiguous,
@@ -11,12 +11,14 @@ and the argument, never a crash or a RuntimeError from native code.
 
 The hypothesis profile (tests/conftest.py) sets the number of examples: "ci"
 is small and derandomized, "gpu" (the device suite) runs many more.
+
+An op may keep its property tests in its own test file instead, with the checks
+shared from tests/_property_checks.py (as a new op does: DEVELOPING.md).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from fractions import Fraction
 
 import _example_log
@@ -37,6 +39,15 @@ from _norm_helpers import (
     float64_grads,
     layer_norm_reference,
     rms_norm_reference,
+)
+from _property_checks import (
+    assert_close_to_float64,
+    assert_rejected,
+    assert_result_layout,
+    elementwise_draws,
+    float_dtypes,
+    grad_leaf,
+    saturate,
 )
 from _strategies import (
     FLOAT_DTYPES,
@@ -62,69 +73,10 @@ from opspecs.bias_gelu import reference_grads as bias_gelu_reference_grads
 from opspecs.lltm import make_inputs as lltm_inputs
 from opspecs.normalize_volume import reference as normalize_volume_reference
 from opspecs.rgb_to_gray import reference as rgb_to_gray_reference
-from opspecs.silu_and_mul import reference as silu_and_mul_reference
-from opspecs.silu_and_mul import reference_grad as silu_and_mul_reference_grad
 from opspecs.softmax import AUTOGRAD_TOLERANCE as SOFTMAX_AUTOGRAD_TOLERANCE
 
 import wheelops
 from wheelops.ops.rms_norm import default_eps
-
-# ---------------------------------------------------------------------------
-# Comparisons
-
-
-def saturate(reference: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The float64 reference, with values beyond dtype's range replaced by the
-    infinity they round to: an op that rounds its result once to dtype must
-    give that infinity, which no tolerance relates to the finite reference."""
-    rounded = reference.to(dtype).double()
-    overflowed = rounded.isinf() & reference.isfinite()
-    return torch.where(overflowed, rounded, reference)
-
-
-def assert_close_to_float64(
-    actual: torch.Tensor,
-    reference: torch.Tensor,
-    tolerance: tuple[float, float] | None = None,
-    equal_nan: bool = False,
-) -> None:
-    """actual against a float64 reference at its dtype's tolerance (or `tolerance`)."""
-    atol, rtol = tolerance if tolerance is not None else TOLERANCE[actual.dtype]
-    torch.testing.assert_close(
-        actual.double().cpu(),
-        saturate(reference.double(), actual.dtype).cpu(),
-        atol=atol,
-        rtol=rtol,
-        equal_nan=equal_nan,
-    )
-
-
-def assert_result_layout(out: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-    assert tuple(out.shape) == shape, (tuple(out.shape), shape)
-    assert out.dtype == dtype and out.is_contiguous()
-
-
-def grad_leaf(t: torch.Tensor) -> torch.Tensor:
-    """t as a leaf that requires grad, keeping its strides (a layout under test)."""
-    return t.detach().requires_grad_()
-
-
-def assert_rejected(call: Callable[[], object], op: str, argument: str) -> None:
-    """The call raises TypeError or ValueError naming the op and the argument."""
-    with pytest.raises((TypeError, ValueError)) as info:
-        call()
-    message = str(info.value)
-    assert f"wheelops.{op}" in message and f"'{argument}'" in message, message
-
-
-def float_dtypes() -> st.SearchStrategy[torch.dtype]:
-    return st.sampled_from(FLOAT_DTYPES)
-
-
-def elementwise_draws(draw: st.DrawFn, device: str) -> tuple[torch.dtype, tuple, int, float]:
-    """dtype, shape, seed and value scale: what every elementwise test draws first."""
-    return draw(float_dtypes()), draw(shapes(device)), draw(seeds), draw(scales)
-
 
 # ---------------------------------------------------------------------------
 # add
@@ -479,51 +431,6 @@ def test_softmax_rejects_bad_dim(device: str, data: st.DataObject) -> None:
     _example_log.record("softmax", device)
     x = torch.zeros(shape, device=device)
     assert_rejected(lambda: wheelops.softmax(x, dim), "softmax", "dim")
-
-
-# ---------------------------------------------------------------------------
-# silu_and_mul
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@given(data=st.data())
-def test_silu_and_mul(device: str, data: st.DataObject) -> None:
-    draw = data.draw
-    dtype, seed, scale = draw(float_dtypes()), draw(seeds), draw(scales)
-    half = draw(sizes(2000), label="d")
-    shape = draw(shapes(device, min_rank=1, last=st.just(2 * half)))
-    fraction = draw(special_fractions)
-    # With infinities among the inputs, keep the finite gates where exp(-a)
-    # does not overflow float32 (|a| < 88): inf * silu(-200) is NaN computed in
-    # float32 (silu(-200) = -0, as in eager) but -inf in the float64 reference.
-    x = randn(shape, dtype, device, seed, 3 * scale if fraction == 0 else min(scale, 3.0))
-    x = sprinkle_specials(x, seed, fraction)
-    x = grad_leaf(apply_layout(x, draw(layouts(shape))))
-    _example_log.record("silu_and_mul", device)
-
-    out = wheelops.silu_and_mul(x)
-    assert_result_layout(out, (*shape[:-1], half), dtype)
-    assert_close_to_float64(out, silu_and_mul_reference(x.detach()), equal_nan=True)
-    grad = randn(tuple(out.shape), dtype, device, seed + 1)
-    (grad_x,) = torch.autograd.grad(out, x, grad)
-    expected = silu_and_mul_reference_grad(grad, x.detach())
-    assert_close_to_float64(grad_x, expected, equal_nan=True)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@given(data=st.data())
-def test_silu_and_mul_rejects_odd_or_no_last_dim(device: str, data: st.DataObject) -> None:
-    shape = data.draw(
-        st.one_of(
-            st.just(()),
-            shapes(
-                device, min_rank=1, max_rank=3, last=st.integers(0, 99).map(lambda n: 2 * n + 1)
-            ),
-        )
-    )
-    _example_log.record("silu_and_mul", device)
-    x = torch.zeros(shape, device=device)
-    assert_rejected(lambda: wheelops.silu_and_mul(x), "silu_and_mul", "x")
 
 
 # ---------------------------------------------------------------------------

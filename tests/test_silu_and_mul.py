@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import _example_log
 import pytest
 import torch
 from _helpers import (
@@ -11,6 +12,25 @@ from _helpers import (
     randn,
     strided_variants,
 )
+from _property_checks import (
+    assert_close_to_float64,
+    assert_rejected,
+    assert_result_layout,
+    float_dtypes,
+    grad_leaf,
+)
+from _strategies import (
+    apply_layout,
+    layouts,
+    scales,
+    seeds,
+    shapes,
+    sizes,
+    special_fractions,
+    sprinkle_specials,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 from opspecs.silu_and_mul import SPEC, eager, reference, reference_grad
 
 import wheelops
@@ -252,3 +272,48 @@ def test_description_counts_the_bytes_of_both_halves():
     assert SPEC.benchmark.backward_bytes((8, 16), 2) == 5 * 2 * 128
     (x,) = SPEC.make((5, 33), torch.float32, "cpu", 0)
     assert list(x.shape) == [5, 66]
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_silu_and_mul(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, seed, scale = draw(float_dtypes()), draw(seeds), draw(scales)
+    half = draw(sizes(2000), label="d")
+    shape = draw(shapes(device, min_rank=1, last=st.just(2 * half)))
+    fraction = draw(special_fractions)
+    # With infinities among the inputs, keep the finite gates where exp(-a)
+    # does not overflow float32 (|a| < 88): inf * silu(-200) is NaN computed in
+    # float32 (silu(-200) = -0, as in eager) but -inf in the float64 reference.
+    x = randn(shape, dtype, device, seed, 3 * scale if fraction == 0 else min(scale, 3.0))
+    x = sprinkle_specials(x, seed, fraction)
+    x = grad_leaf(apply_layout(x, draw(layouts(shape))))
+    _example_log.record("silu_and_mul", device)
+
+    out = wheelops.silu_and_mul(x)
+    assert_result_layout(out, (*shape[:-1], half), dtype)
+    assert_close_to_float64(out, reference(x.detach()), equal_nan=True)
+    grad = randn(tuple(out.shape), dtype, device, seed + 1)
+    (grad_x,) = torch.autograd.grad(out, x, grad)
+    expected = reference_grad(grad, x.detach())
+    assert_close_to_float64(grad_x, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_silu_and_mul_rejects_odd_or_no_last_dim(device: str, data: st.DataObject) -> None:
+    shape = data.draw(
+        st.one_of(
+            st.just(()),
+            shapes(
+                device, min_rank=1, max_rank=3, last=st.integers(0, 99).map(lambda n: 2 * n + 1)
+            ),
+        )
+    )
+    _example_log.record("silu_and_mul", device)
+    x = torch.zeros(shape, device=device)
+    assert_rejected(lambda: wheelops.silu_and_mul(x), "silu_and_mul", "x")
