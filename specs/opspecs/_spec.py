@@ -111,6 +111,9 @@ class OpSpec:
     # The suites draw and size inputs by one tensor's shape; an op whose input maker takes
     # another kind of shape maps that one onto its own (identity: the maker takes it).
     problem_shape: Callable[[Shape], Shape] = lambda shape: shape
+    # Its result also depends on a GEMM of torch's (cuBLAS), which promises bitwise
+    # reproducibility only for one stream with one workspace (the stream tests allow it).
+    torch_gemms: bool = False
     benchmark: Benchmark | None = None  # None: not in the generic benchmark
 
     def inputs(

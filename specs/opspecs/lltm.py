@@ -81,6 +81,7 @@ SPEC = OpSpec(
     name="lltm",
     make=make,
     samples=(Sample(lambda *args: wheelops.lltm(*args), eager),),
+    torch_gemms=True,
     derivatives=Derivatives(
         backward_op="lltm_gates_backward",
         backward_args=lambda g, x: (
