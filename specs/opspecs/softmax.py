@@ -22,6 +22,10 @@ AUTOGRAD_TOLERANCE = {
 }
 
 
+def _sample(dim: int, suffix: str) -> Sample:
+    return Sample(lambda x: wheelops.softmax(x, dim), lambda x: torch.softmax(x, dim), suffix)
+
+
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
     return (normal(shape, dtype, device, seed),)
 
@@ -29,7 +33,8 @@ def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int
 SPEC = OpSpec(
     name="softmax",
     make=make,
-    samples=(Sample(lambda x: wheelops.softmax(x, -1), lambda x: torch.softmax(x, -1)),),
+    # Over the rows, and over the first dim: a reduction across rows, strided
+    samples=(_sample(-1, ""), _sample(0, "dim0")),
     derivatives=Derivatives(
         backward_op="softmax_backward",
         second=True,
