@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import opspecs
 import torch
+from opspecs._spec import ones_on
 
 import wheelops
 from wheelops._compat import loader
@@ -31,12 +32,8 @@ from wheelops._compat import loader
 
 def _calls(device: str) -> list[tuple[str, Callable[[], object], str]]:
     """Every description's bad native calls (specs/opspecs), as (op, call, message)."""
-
-    def t(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.ones(*shape, dtype=dtype, device=device)
-
     return [
-        (bad.op, functools.partial(bad.call, t), bad.message)
+        (bad.op, functools.partial(bad.call, ones_on(device)), bad.message)
         for spec in opspecs.ALL
         for bad in spec.native_bad_calls
     ]

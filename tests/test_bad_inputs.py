@@ -9,6 +9,7 @@ import opspecs
 import pytest
 import torch
 from _helpers import DEVICES
+from opspecs._spec import ones_on
 
 import wheelops
 
@@ -33,10 +34,7 @@ def test_python_checks_name_the_op_and_the_argument(spec, bad):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bad", NATIVE_BAD_CALLS)
 def test_native_checks_raise_their_message(bad, device):
-    def t(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.ones(*shape, dtype=dtype, device=device)
-
     with pytest.raises(RuntimeError, match=f"wheelops.{bad.op}: .*{bad.message}"):
-        bad.call(t)
+        bad.call(ones_on(device))
     if device == "cuda":
         torch.cuda.synchronize()  # no CUDA error left behind

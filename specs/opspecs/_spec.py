@@ -70,8 +70,17 @@ class NativeBadCall:
     raise RuntimeError("wheelops.<op>: ...") matching ``message`` (a regex)."""
 
     op: str
-    call: Callable[[Tensors], object]
+    call: Callable[[Tensors], object]  # given ones_on(the device under test)
     message: str
+
+
+def ones_on(device: str | torch.device) -> Tensors:
+    """t(*shape, dtype=float32): ones on the device (t() is a 0-dim tensor)."""
+
+    def t(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.ones(shape, dtype=dtype, device=device)
+
+    return t
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,15 @@ import torch.nn.functional as F
 import wheelops
 from opspecs._inputs import normal
 from opspecs._shapes import ROWS, elements
-from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import (
+    BadInput,
+    Benchmark,
+    Derivatives,
+    NativeBadCall,
+    OpSpec,
+    Sample,
+    Shape,
+)
 
 ops = torch.ops.wheelops
 
@@ -44,6 +52,20 @@ SPEC = OpSpec(
         nan_like_eager=True,
         backward_args=lambda g, x: (g[:, :2], x),
     ),
+    bad_inputs=(
+        BadInput(lambda: ([1.0, 2.0],), TypeError, "'x' must be a torch.Tensor, got list"),
+        BadInput(
+            lambda: (torch.ones(2, 4, dtype=torch.int32),), TypeError, "'x' has dtype torch.int32"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 5),),
+            ValueError,
+            r"'x' must have an even last dimension.*\[2, 5\]",
+        ),
+        BadInput(
+            lambda: (torch.tensor(1.0),), ValueError, r"'x' must have an even last dimension.*\[\]"
+        ),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "silu_and_mul",
@@ -51,9 +73,24 @@ SPEC = OpSpec(
             r"even last dimension .*, got shape \[2, 5\]",
         ),
         NativeBadCall(
+            "silu_and_mul",
+            lambda t: ops.silu_and_mul.default(t()),
+            "argument 'x' must have an even last",
+        ),
+        NativeBadCall(
+            "silu_and_mul",
+            lambda t: ops.silu_and_mul.default(t(2, 4, dtype=torch.int32)),
+            "argument 'x' has dtype Int",
+        ),
+        NativeBadCall(
             "silu_and_mul_backward",
             lambda t: ops.silu_and_mul_backward.default(t(2, 4), t(2, 4)),
-            r"x has shape \[2, 4\], grad has \[2, 4\]",
+            r"'grad' must have the shape of the output.*x has shape \[2, 4\], grad has \[2, 4\]",
+        ),
+        NativeBadCall(
+            "silu_and_mul_backward",
+            lambda t: ops.silu_and_mul_backward.default(t(2, 2, dtype=torch.float64), t(2, 4)),
+            "'grad' and 'x' must have the same dtype",
         ),
     ),
     benchmark=Benchmark(
