@@ -62,30 +62,6 @@ def test_opcheck(device):
     torch.library.opcheck(torch.ops.wheelops.add.default, (half, half))
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        ((torch.ones(2, 3), torch.ones(3)), ValueError, "same shape .*does not broadcast"),
-        ((torch.ones(2, 3), torch.ones(3, 2)), ValueError, r"got \[2, 3\] and \[3, 2\]"),
-        ((torch.ones(3), torch.ones(3, dtype=torch.float64)), TypeError, "same dtype"),
-        ((torch.ones(3, dtype=torch.int64),) * 2, TypeError, "'a' has dtype torch.int64"),
-        ((torch.ones(3), [1.0, 2.0, 3.0]), TypeError, "'b' must be a torch.Tensor"),
-        ((torch.ones(3).to_sparse(), torch.ones(3)), TypeError, "dense"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.add(*args)
-
-
-def test_native_checks_reject_bad_input_too():
-    # Callers that skip the Python API still get an error, not a bad read.
-    with pytest.raises(RuntimeError, match="must have the same shape"):
-        torch.ops.wheelops.add.default(torch.ones(4), torch.ones(5))
-    with pytest.raises(RuntimeError, match="dtype Long"):
-        torch.ops.wheelops.add.default(torch.ones(4), torch.ones(4, dtype=torch.long))
-
-
 @pytest.mark.gpu
 def test_mixed_devices_rejected():
     with pytest.raises(ValueError, match=r"same device .*cuda:0 and cpu"):

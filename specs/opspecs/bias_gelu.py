@@ -8,7 +8,7 @@ import torch.nn.functional as F
 import wheelops
 from opspecs._inputs import normal
 from opspecs._shapes import ROWS, elements, rows_label
-from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
 
@@ -49,6 +49,31 @@ SPEC = OpSpec(
         nan_like_eager=True,
         backward_args=lambda g, x: (g, x, normal((4,), x.dtype, x.device, 10), "none"),
     ),
+    bad_inputs=(
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(4)), ValueError, r"'bias' must have shape \[3\]"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(1, 3)),
+            ValueError,
+            r"'bias' must have shape \[3\]",
+        ),
+        BadInput(lambda: (torch.tensor(1.0), torch.ones(1)), ValueError, "at least one dimension"),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(3, dtype=torch.float16)), TypeError, "same dtype"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3, dtype=torch.int64), torch.ones(3)), TypeError, "'x' has dtype"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(3), "exact"),
+            ValueError,
+            "'approximate' must be 'none' or",
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(3), None), ValueError, "'approximate' must be"
+        ),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "bias_gelu",
@@ -56,9 +81,14 @@ SPEC = OpSpec(
             r"'bias' must have shape \[3\] .*, got \[2\]",
         ),
         NativeBadCall(
+            "bias_gelu",
+            lambda t: ops.bias_gelu.default(t(2, 3), t(3), "erf"),
+            "'approximate' must be 'none' or 'tanh'",
+        ),
+        NativeBadCall(
             "bias_gelu_backward",
             lambda t: ops.bias_gelu_backward.default(t(3, 3), t(2, 3), t(3), "none"),
-            r"same shape \(got \[3, 3\] and \[2, 3\]\)",
+            r"'grad' and 'x' must have the same shape \(got \[3, 3\] and \[2, 3\]\)",
         ),
     ),
     benchmark=Benchmark(

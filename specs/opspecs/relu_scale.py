@@ -7,7 +7,7 @@ import torch
 import wheelops
 from opspecs._inputs import normal
 from opspecs._shapes import ROWS, elements, rows_label
-from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
 ALPHA = 1.7  # not a power of two, so the multiply really rounds
@@ -27,6 +27,17 @@ SPEC = OpSpec(
         nan_like_eager=True,
         backward_args=lambda g, x: (g, x, 2.0),
         backward_eager=lambda g, x, alpha: torch.where(x <= 0, torch.zeros_like(g), g * alpha),
+    ),
+    bad_inputs=(
+        BadInput(
+            lambda: (torch.ones(3, dtype=torch.int32), 1.0), TypeError, "'x' has dtype torch.int32"
+        ),
+        BadInput(lambda: (torch.ones(3), "2"), TypeError, "'alpha' must be a Python float"),
+        BadInput(lambda: (torch.ones(3), True), TypeError, "'alpha' must be a Python float"),
+        BadInput(
+            lambda: (torch.ones(3), torch.tensor(2.0)), TypeError, "'alpha' must be a Python float"
+        ),
+        BadInput(lambda: ([1.0], 1.0), TypeError, "'x' must be a torch.Tensor"),
     ),
     native_bad_calls=(
         NativeBadCall(

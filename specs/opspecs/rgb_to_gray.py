@@ -9,7 +9,7 @@ import torch
 import wheelops
 from opspecs._inputs import integers
 from opspecs._shapes import SWEEP_ELEMENTS, dims_label
-from opspecs._spec import Benchmark, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Benchmark, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
 
@@ -43,11 +43,43 @@ SPEC = OpSpec(
     make=make,
     samples=(Sample(lambda img: wheelops.rgb_to_gray(img), eager),),
     dtypes=(torch.uint8,),
+    bad_inputs=(
+        BadInput(
+            lambda: (torch.rand(4, 4, 3),),
+            TypeError,
+            r"'img' has dtype torch.float32; expected torch.uint8",
+        ),
+        BadInput(
+            lambda: (torch.zeros(4, 4, 3, dtype=torch.int16),), TypeError, "expected torch.uint8"
+        ),
+        BadInput(
+            lambda: (torch.zeros(4, 4, 4, dtype=torch.uint8),),
+            ValueError,
+            r"\[H, W, 3\] or \[N, H, W, 3\]",
+        ),
+        BadInput(lambda: (torch.zeros(4, 3, dtype=torch.uint8),), ValueError, r"got \[4, 3\]"),
+        BadInput(
+            lambda: (torch.zeros(1, 1, 4, 4, 3, dtype=torch.uint8),),
+            ValueError,
+            "'img' must have shape",
+        ),
+        BadInput(lambda: ([[[0, 0, 0]]],), TypeError, "'img' must be a torch.Tensor, got list"),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "rgb_to_gray",
             lambda t: ops.rgb_to_gray.default(t(4, 4, 4, dtype=torch.uint8)),
             r"'img' must have shape .*, got \[4, 4, 4\]",
+        ),
+        NativeBadCall(
+            "rgb_to_gray",
+            lambda t: ops.rgb_to_gray.default(t(4, 4, 3)),
+            "'img' has dtype Float; expected uint8",
+        ),
+        NativeBadCall(
+            "rgb_to_gray",
+            lambda t: ops.rgb_to_gray.default(t(4, 3, dtype=torch.uint8)),
+            r"got \[4, 3\]",
         ),
     ),
     benchmark=Benchmark(

@@ -7,7 +7,7 @@ import torch
 import wheelops
 from opspecs._inputs import normal
 from opspecs._shapes import ROWS, elements, rows_label
-from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
 
@@ -42,6 +42,17 @@ SPEC = OpSpec(
         backward_args=lambda g, x: (g, torch.softmax(x, -1), -1),
         backward_eager=lambda g, y, dim: y * (g - (g * y).sum(dim, keepdim=True)),
     ),
+    bad_inputs=(
+        BadInput(lambda: ([1.0, 2.0],), TypeError, "'x' must be a torch.Tensor, got list"),
+        BadInput(
+            lambda: (torch.ones(2, 3, dtype=torch.int64),), TypeError, "'x' has dtype torch.int64"
+        ),
+        BadInput(lambda: (torch.ones(2, 3), 2), ValueError, r"'dim' must be in \[-2, 1\].*got 2"),
+        BadInput(lambda: (torch.ones(2, 3), -3), ValueError, r"'dim' must be in \[-2, 1\].*got -3"),
+        BadInput(lambda: (torch.ones(2, 3), 1.0), TypeError, "'dim' must be an int, got float"),
+        BadInput(lambda: (torch.ones(2, 3), True), TypeError, "'dim' must be an int, got bool"),
+        BadInput(lambda: (torch.ones(2, 3), None), TypeError, "'dim' must be an int, got NoneType"),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "softmax",
@@ -49,9 +60,24 @@ SPEC = OpSpec(
             r"'dim' must be in \[-2, 1\] for 'x' of shape \[2, 3\], got 5",
         ),
         NativeBadCall(
+            "softmax",
+            lambda t: ops.softmax.default(t(2, 3, dtype=torch.int64), -1),
+            "argument 'x' has dtype Long",
+        ),
+        NativeBadCall(
             "softmax_backward",
             lambda t: ops.softmax_backward.default(t(3, 3), t(2, 3), 1),
-            r"same shape \(got \[3, 3\] and \[2, 3\]\)",
+            r"'grad' and 'out' must have the same shape \(got \[3, 3\] and \[2, 3\]\)",
+        ),
+        NativeBadCall(
+            "softmax_backward",
+            lambda t: ops.softmax_backward.default(t(2, 3, dtype=torch.float64), t(2, 3), -1),
+            "'grad' and 'out' must have the same dtype",
+        ),
+        NativeBadCall(
+            "softmax_backward",
+            lambda t: ops.softmax_backward.default(t(2, 3), t(2, 3), 2),
+            "argument 'dim' must be in",
         ),
     ),
     benchmark=Benchmark(
