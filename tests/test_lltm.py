@@ -261,47 +261,6 @@ def _good():
     return list(make_inputs(4, 3, 5, torch.float32, "cpu"))
 
 
-def _with(index, value):
-    args = _good()
-    args[index] = value
-    return args
-
-
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        (_with(1, torch.zeros(15, 7)), ValueError, r"'weights' must have shape \[15, 8\]"),
-        (_with(1, torch.zeros(16, 8)), ValueError, r"'weights' must have shape \[15, 8\]"),
-        (_with(2, torch.zeros(16)), ValueError, r"'bias' must have shape \[15\]"),
-        (_with(2, torch.zeros(1, 15)), ValueError, r"'bias' must have shape \[15\]"),
-        (_with(3, torch.zeros(3, 5)), ValueError, r"'old_h' must have shape \[4, 5\]"),
-        (_with(3, torch.zeros(4, 5, 1)), ValueError, "'old_h' must have shape"),
-        (_with(4, torch.zeros(4, 6)), ValueError, r"'old_cell' must have shape \[4, 5\]"),
-        (_with(0, torch.zeros(4)), ValueError, "'input' must have shape"),
-        (_with(0, torch.zeros(4, 3, dtype=torch.float64)), TypeError, "same dtype"),
-        (_with(4, torch.zeros(4, 5, dtype=torch.int32)), TypeError, "'old_cell' has dtype"),
-        (_with(1, [[0.0]]), TypeError, "'weights' must be a torch.Tensor"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.lltm(*args)
-
-
-def test_native_checks_reject_bad_input_too():
-    gates, cell = torch.zeros(4, 15), torch.zeros(4, 5)
-    with pytest.raises(RuntimeError, match=r"'gates' must have shape \[batch, 3 \* state_size\]"):
-        torch.ops.wheelops.lltm_gates.default(torch.zeros(4, 14), cell)
-    with pytest.raises(RuntimeError, match=r"'old_cell' must have shape \[4, 5\]"):
-        torch.ops.wheelops.lltm_gates.default(gates, torch.zeros(4, 6))
-    with pytest.raises(RuntimeError, match="'gates' and 'old_cell' must have the same dtype"):
-        torch.ops.wheelops.lltm_gates.default(gates, cell.double())
-    with pytest.raises(RuntimeError, match=r"'grad_h' must have shape \[4, 5\]"):
-        torch.ops.wheelops.lltm_gates_backward.default(torch.zeros(3, 5), cell, gates, cell)
-    with pytest.raises(RuntimeError, match="'grad_cell' has dtype"):
-        torch.ops.wheelops.lltm_gates_backward.default(cell, cell.int(), gates, cell)
-
-
 @pytest.mark.gpu
 def test_mixed_devices_rejected():
     args = _good()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 import wheelops
 from opspecs._inputs import normal
 from opspecs._shapes import ROWS, elements, rows_label
-from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
 EPS = 1e-5
@@ -42,6 +44,45 @@ SPEC = OpSpec(
             True,
             False,
             False,
+        ),
+    ),
+    bad_inputs=(
+        BadInput(lambda: (torch.tensor(1.0),), ValueError, "at least one dimension"),
+        BadInput(lambda: ([1.0, 2.0],), TypeError, "'x' must be a torch.Tensor"),
+        BadInput(lambda: (torch.ones(2, 3, dtype=torch.int64),), TypeError, "'x' has dtype"),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(4)), ValueError, r"'weight' must have shape \[3\]"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(1, 3)),
+            ValueError,
+            r"'weight' must have shape \[3\]",
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), None, torch.ones(2)),
+            ValueError,
+            r"'bias' must have shape \[3\]",
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(3, dtype=torch.float64)),
+            TypeError,
+            "'x' and 'weight' must have the same dtype",
+        ),
+        BadInput(lambda: (torch.ones(2, 3), "w"), TypeError, "'weight' must be a torch.Tensor"),
+        BadInput(
+            lambda: (torch.ones(2, 3),), ValueError, "'eps' must be a non-negative", {"eps": -1e-5}
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3),),
+            ValueError,
+            "'eps' must be a non-negative",
+            {"eps": math.nan},
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3),), TypeError, "'eps' must be a Python float", {"eps": "small"}
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3),), TypeError, "'eps' must be a Python float", {"eps": None}
         ),
     ),
     native_bad_calls=(

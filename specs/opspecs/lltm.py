@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import wheelops
 from opspecs._inputs import normal
-from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
 ARGUMENTS = ("input", "weights", "bias", "old_h", "old_cell")
@@ -72,6 +72,13 @@ def float64_results(
     return [o.detach() for o in outputs], list(input_grads)
 
 
+def _with(index: int, value: object) -> tuple[object, ...]:
+    """Good arguments (batch 4, input features 3, state size 5) but one."""
+    args: list[object] = list(make_inputs(4, 3, 5, torch.float32, "cpu"))
+    args[index] = value
+    return tuple(args)
+
+
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
     """``shape`` is (batch, input features, state size)."""
     return make_inputs(*shape, dtype, device, seed)
@@ -93,11 +100,55 @@ SPEC = OpSpec(
     ),
     # batch from the leading dim (at least one), state from the last, 8 input features
     problem_shape=lambda shape: (max(shape[0], 1) if len(shape) > 1 else 1, 8, shape[-1]),
+    bad_inputs=(
+        BadInput(
+            lambda: _with(1, torch.zeros(15, 7)), ValueError, r"'weights' must have shape \[15, 8\]"
+        ),
+        BadInput(
+            lambda: _with(1, torch.zeros(16, 8)), ValueError, r"'weights' must have shape \[15, 8\]"
+        ),
+        BadInput(lambda: _with(2, torch.zeros(16)), ValueError, r"'bias' must have shape \[15\]"),
+        BadInput(
+            lambda: _with(2, torch.zeros(1, 15)), ValueError, r"'bias' must have shape \[15\]"
+        ),
+        BadInput(
+            lambda: _with(3, torch.zeros(3, 5)), ValueError, r"'old_h' must have shape \[4, 5\]"
+        ),
+        BadInput(lambda: _with(3, torch.zeros(4, 5, 1)), ValueError, "'old_h' must have shape"),
+        BadInput(
+            lambda: _with(4, torch.zeros(4, 6)), ValueError, r"'old_cell' must have shape \[4, 5\]"
+        ),
+        BadInput(lambda: _with(0, torch.zeros(4)), ValueError, "'input' must have shape"),
+        BadInput(lambda: _with(0, torch.zeros(4, 3, dtype=torch.float64)), TypeError, "same dtype"),
+        BadInput(
+            lambda: _with(4, torch.zeros(4, 5, dtype=torch.int32)),
+            TypeError,
+            "'old_cell' has dtype",
+        ),
+        BadInput(lambda: _with(1, [[0.0]]), TypeError, "'weights' must be a torch.Tensor"),
+    ),
     native_bad_calls=(
         NativeBadCall(
             "lltm_gates",
             lambda t: ops.lltm_gates.default(t(4, 15), t(4, 6)),
             r"'old_cell' must have shape \[4, 5\] .*, got \[4, 6\]",
+        ),
+        NativeBadCall(
+            "lltm_gates",
+            lambda t: ops.lltm_gates.default(t(4, 14), t(4, 5)),
+            r"'gates' must have shape \[batch, 3 \* state_size\]",
+        ),
+        NativeBadCall(
+            "lltm_gates",
+            lambda t: ops.lltm_gates.default(t(4, 15), t(4, 5, dtype=torch.float64)),
+            "'gates' and 'old_cell' must have the same dtype",
+        ),
+        NativeBadCall(
+            "lltm_gates_backward",
+            lambda t: ops.lltm_gates_backward.default(
+                t(4, 5), t(4, 5, dtype=torch.int32), t(4, 15), t(4, 5)
+            ),
+            "'grad_cell' has dtype",
         ),
         NativeBadCall(
             "lltm_gates_backward",

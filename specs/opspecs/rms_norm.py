@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 import wheelops
 from opspecs._inputs import normal
 from opspecs._shapes import ROWS, elements, rows_label
-from opspecs._spec import Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
+from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpec, Sample, Shape
 
 ops = torch.ops.wheelops
 # Given, not None: None is the compute dtype's epsilon for wheelops but the input dtype's
@@ -35,6 +37,26 @@ SPEC = OpSpec(
     derivatives=Derivatives(
         backward_op="rms_norm_backward",
         backward_args=lambda g, x: (g, x, x.pow(2).mean(-1).add(1e-6).rsqrt(), None, True, False),
+    ),
+    bad_inputs=(
+        BadInput(lambda: (torch.tensor(1.0),), ValueError, "at least one dimension"),
+        BadInput(lambda: (3.0,), TypeError, "'x' must be a torch.Tensor"),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(4)), ValueError, r"'weight' must have shape \[3\]"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), torch.ones(3, dtype=torch.float16)), TypeError, "same dtype"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), None, -1.0), ValueError, "'eps' must be a non-negative"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), None, math.nan), ValueError, "'eps' must be a non-negative"
+        ),
+        BadInput(
+            lambda: (torch.ones(2, 3), None, "1e-6"), TypeError, "'eps' must be a Python float"
+        ),
+        BadInput(lambda: (torch.ones(2, 3), None, True), TypeError, "'eps' must be a Python float"),
     ),
     native_bad_calls=(
         NativeBadCall(
