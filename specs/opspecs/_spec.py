@@ -112,9 +112,8 @@ class OpSpec:
     name: str  # as in wheelops.ops.__all__ and torch.ops.wheelops
     make: InputMaker
     samples: tuple[Sample, ...]  # the first is the op's default call
-    native_bad_calls: tuple[NativeBadCall, ...]  # one per native op (backward ops too)
-    # Python's argument checks (an op whose own tests list them leaves this empty)
-    bad_inputs: tuple[BadInput, ...] = ()
+    native_bad_calls: tuple[NativeBadCall, ...]  # at least one per native op (backward too)
+    bad_inputs: tuple[BadInput, ...] = ()  # the public function's argument checks
     dtypes: tuple[torch.dtype, ...] = FLOATS
     derivatives: Derivatives | None = None  # None: not differentiable
     # The suites draw and size inputs by one tensor's shape; an op whose input maker takes
