@@ -1,7 +1,7 @@
 """What the property tests (hypothesis) share: comparisons against a float64 reference
 computed from the very inputs an op received, the checks of a result's layout and of a
-refusal, and the draws every elementwise test starts with. Used by tests/test_properties.py
-and by an op's own test file where its property tests live."""
+refusal, and the draws every elementwise test starts with. Used by each op's property
+tests (in tests/test_<op>.py; the norms' in tests/test_properties.py)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,43 @@
 from __future__ import annotations
 
+import _example_log
 import pytest
 import torch
 import torch.nn.functional as F
-from _bias_gelu_bounds import assert_grad_bias_close
+from _bias_gelu_bounds import assert_grad_bias_close, gelu_term_roundings
 from _helpers import (
     DEVICES,
     DTYPES,
     LOW_PRECISION,
+    TOLERANCE,
     assert_close_to_eager,
     assert_matches_reference,
     randn,
     strided_variants,
 )
+from _norm_helpers import (
+    assert_within,
+)
+from _property_checks import (
+    assert_close_to_float64,
+    assert_rejected,
+    assert_result_layout,
+    float_dtypes,
+    grad_leaf,
+)
+from _strategies import (
+    apply_layout,
+    layouts,
+    scales,
+    seeds,
+    shapes,
+    sizes,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 from opspecs.bias_gelu import reference, reference_grads
+from opspecs.bias_gelu import reference as bias_gelu_reference
+from opspecs.bias_gelu import reference_grads as bias_gelu_reference_grads
 
 import wheelops
 
@@ -175,3 +199,61 @@ def test_more_than_2_pow_31_elements():
         rtol=8e-3,
         atol=0,
     )
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+def assert_bias_gelu_grads_close(
+    grad_x: torch.Tensor,
+    grad_bias: torch.Tensor,
+    expected: tuple[torch.Tensor, torch.Tensor],
+    grad: torch.Tensor,
+    u: torch.Tensor,
+) -> None:
+    """grad_x at the dtype's tolerance plus the terms' rounding; grad_bias, the column
+    sum of those terms, by test_bias_gelu's bound."""
+    atol, rtol = TOLERANCE[grad_x.dtype]
+    slack = gelu_term_roundings(grad, u, grad_x.dtype)
+    expected_x, expected_bias = (e.double() for e in expected)
+    assert_within(grad_x, expected_x, atol + rtol * expected_x.abs() + slack, "grad_x")
+    assert_grad_bias_close(grad_bias, expected_bias, expected_x, grad, u)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_bias_gelu(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, seed, scale = draw(float_dtypes()), draw(seeds), draw(scales)
+    shape = draw(shapes(device, min_rank=1, last=sizes(300)))
+    approximate = draw(st.sampled_from(["none", "tanh"]))
+    x = apply_layout(randn(shape, dtype, device, seed, scale), draw(layouts(shape)))
+    bias = randn(shape[-1:], dtype, device, seed + 1, scale)
+    bias = apply_layout(bias, draw(layouts(shape[-1:]), label="bias layout"))
+    x, bias = grad_leaf(x), grad_leaf(bias)
+    _example_log.record("bias_gelu", device)
+
+    out = wheelops.bias_gelu(x, bias, approximate)
+    assert_result_layout(out, shape, dtype)
+    assert_close_to_float64(out, bias_gelu_reference(x, bias, approximate))
+    grad = randn(shape, dtype, device, seed + 2)
+    grad_x, grad_bias = torch.autograd.grad(out, (x, bias), grad)
+    expected = bias_gelu_reference_grads(grad, x, bias, approximate)
+    u = x.detach().double() + bias.detach().double()
+    assert_bias_gelu_grads_close(grad_x, grad_bias, expected, grad, u)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_bias_gelu_rejects_bad_arguments(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    shape = draw(shapes(device, min_rank=1, max_rank=3))
+    bias_shape = draw(st.lists(sizes(40), max_size=2).map(tuple).filter(lambda s: s != shape[-1:]))
+    approximate = draw(st.text(max_size=6).filter(lambda s: s not in ("none", "tanh")))
+    _example_log.record("bias_gelu", device)
+    x = torch.zeros(shape, device=device)
+    bias = torch.zeros(shape[-1:], device=device)
+    wrong_bias = torch.zeros(bias_shape, device=device)
+    assert_rejected(lambda: wheelops.bias_gelu(x, wrong_bias), "bias_gelu", "bias")
+    assert_rejected(lambda: wheelops.bias_gelu(x, bias, approximate), "bias_gelu", "approximate")

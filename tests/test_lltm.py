@@ -3,14 +3,32 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+import _example_log
 import pytest
 import torch
 import torch.nn.functional as F
 from _helpers import DEVICES, DTYPES
 from _lltm_bounds import assert_lltm_close, fp32_accumulating_gemms, gate_ops_allowed
-from _norm_helpers import assert_within
+from _norm_helpers import (
+    assert_within,
+)
+from _property_checks import (
+    assert_result_layout,
+    float_dtypes,
+    grad_leaf,
+)
+from _strategies import (
+    apply_layout,
+    device_type,
+    layouts,
+    seeds,
+    sizes,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 from opspecs.lltm import eager as eager_lltm
 from opspecs.lltm import make_inputs
+from opspecs.lltm import make_inputs as lltm_inputs
 
 import wheelops
 
@@ -291,3 +309,73 @@ def test_large_batch_on_a_side_stream(dtype):
 def _gemms_accumulate_in_float32() -> Iterator[None]:
     with fp32_accumulating_gemms():
         yield
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+LLTM_ARGUMENTS = ("input", "weights", "bias", "old_h", "old_cell")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_lltm(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, seed = draw(float_dtypes()), draw(seeds)
+    limit = 64 if device_type(device) == "cpu" else 512
+    batch, features, state = (draw(sizes(limit), label=name) for name in ("B", "F", "S"))
+    inputs = lltm_inputs(batch, features, state, dtype, device, seed)
+    inputs = tuple(
+        grad_leaf(apply_layout(t, draw(layouts(tuple(t.shape)), label=f"{name} layout")))
+        for name, t in zip(LLTM_ARGUMENTS, inputs, strict=True)
+    )
+    use_cell = draw(st.booleans(), label="new_cell used")
+    _example_log.record("lltm", device)
+
+    with fp32_accumulating_gemms():  # torch's GEMMs as the bounds assume
+        new_h, new_cell = wheelops.lltm(*inputs)
+    assert_result_layout(new_h, (batch, state), dtype)
+    assert_result_layout(new_cell, (batch, state), dtype)
+    generator = torch.Generator().manual_seed(seed + 1)
+    grad_h, grad_cell = (
+        torch.randn(batch, state, generator=generator).to(dtype).to(device) for _ in range(2)
+    )
+    if not use_cell:
+        grad_cell = torch.zeros_like(grad_cell)  # what autograd feeds an unused output
+    outputs, out_grads = (
+        ((new_h, new_cell), (grad_h, grad_cell))
+        if use_cell
+        else (
+            (new_h,),
+            (grad_h,),
+        )
+    )
+    with fp32_accumulating_gemms():
+        mine = torch.autograd.grad(outputs, inputs, out_grads)
+    for name, actual, leaf in zip(LLTM_ARGUMENTS, mine, inputs, strict=True):
+        assert actual.shape == leaf.shape and actual.dtype == dtype, name
+    # Every result within its derived bound (_lltm_bounds.lltm_allowed).
+    assert_lltm_close((new_h, new_cell), mine, inputs, (grad_h, grad_cell))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_lltm_rejects_mismatched_shapes(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    batch, features, state = (draw(sizes(8)) for _ in range(3))
+    inputs = list(lltm_inputs(batch, features, state, torch.float32, device))
+    index = draw(st.integers(0, 4), label="argument")
+    good_shape = tuple(inputs[index].shape)
+    bad_shape = draw(
+        st.lists(sizes(9), min_size=1, max_size=3).map(tuple).filter(lambda s: s != good_shape)
+    )
+    _example_log.record("lltm", device)
+    inputs[index] = torch.zeros(bad_shape, device=device)
+    # A wrong 'input' or 'old_h' can also be reported through the arguments
+    # whose shapes derive from it (batch, state_size): any of them is named.
+    with pytest.raises(ValueError) as info:
+        wheelops.lltm(*inputs)
+    message = str(info.value)
+    assert "wheelops.lltm" in message
+    assert any(f"'{name}'" in message for name in LLTM_ARGUMENTS), message

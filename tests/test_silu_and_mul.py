@@ -251,7 +251,7 @@ def test_description_counts_the_bytes_of_both_halves():
 
 @pytest.mark.parametrize("device", DEVICES)
 @given(data=st.data())
-def test_silu_and_mul(device: str, data: st.DataObject) -> None:
+def test_property_silu_and_mul(device: str, data: st.DataObject) -> None:
     draw = data.draw
     dtype, seed, scale = draw(float_dtypes()), draw(seeds), draw(scales)
     half = draw(sizes(2000), label="d")
@@ -276,7 +276,7 @@ def test_silu_and_mul(device: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 @given(data=st.data())
-def test_silu_and_mul_rejects_odd_or_no_last_dim(device: str, data: st.DataObject) -> None:
+def test_property_silu_and_mul_rejects_odd_or_no_last_dim(device: str, data: st.DataObject) -> None:
     shape = data.draw(
         st.one_of(
             st.just(()),
