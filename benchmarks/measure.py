@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from cases import SEED, Case, Output
+from cases import SEED, Case, Output, grad_inputs
 from timing import Timer
 from verify import as_tuple, mismatch
 
@@ -36,7 +36,7 @@ def measure_case(
 ) -> list[dict[str, Any]]:
     inputs = case.inputs(device)
     rows = [_forward(case, impls, timer, inputs)]
-    if case.spec.has_backward:
+    if case.has_backward:
         rows.append(_backward(case, impls, timer, inputs))
     return rows
 
@@ -49,18 +49,18 @@ def measure_forward(
 
 
 def new_row(case: Case, pass_: str, inputs: Sequence[torch.Tensor] = ()) -> dict[str, Any]:
-    spec = case.spec
+    plan = case.plan
     return {
-        "op": spec.name,
+        "op": case.spec.name,
         "pass": pass_,
         "dtype": case.dtype_name,
         "shape": list(case.shape),
         "label": case.label,
         "input_shapes": [list(t.shape) for t in inputs],
         "bytes": case.bytes(backward=pass_ == "backward"),
-        "eager_unfused": spec.eager_unfused[PASSES.index(pass_)],
-        "bandwidth_target": spec.bandwidth_target,
-        "note": spec.note,
+        "eager_unfused": plan.eager_unfused[PASSES.index(pass_)],
+        "bandwidth_target": plan.bandwidth_target,
+        "note": plan.note,
         "status": "ok",
         "problem": None,
         "wheelops": None,
@@ -78,7 +78,7 @@ def _forward(
     case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
 ) -> dict[str, Any]:
     row = new_row(case, "forward", inputs)
-    tolerance = case.spec.tolerance
+    tolerance = case.plan.tolerance
     expected = impls.eager(*inputs)
     _check(row, lambda: mismatch(impls.wheelops(*inputs), expected, tolerance))
     row["eager"] = timer(lambda: impls.eager(*inputs)).to_dict()
@@ -99,10 +99,10 @@ def _backward(
     case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
 ) -> dict[str, Any]:
     row = new_row(case, "backward", inputs)
-    tolerance = case.spec.tolerance
-    wanted = set(case.spec.grad_inputs)
+    tolerance = case.plan.tolerance
+    wanted = grad_inputs(inputs)
     leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
-    wrt = tuple(leaves[i] for i in case.spec.grad_inputs)
+    wrt = tuple(leaves[i] for i in wanted)
     eager_outputs = as_tuple(impls.eager(*leaves))
     grads = tuple(_seeded_like(out, salt) for salt, out in enumerate(eager_outputs))
     expected = torch.autograd.grad(eager_outputs, wrt, grads)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from cases import Case, Output
+from cases import Case, Output, grad_inputs
 from verify import as_tuple
 
 MODES = ("forward", "no_grad", "forward+backward")
@@ -42,7 +42,7 @@ def measure_overhead(
     """One row per mode the op has: both implementations' µs per call and the verdict."""
     inputs = case.inputs(device)
     spec = case.spec
-    wanted = set(spec.grad_inputs) if spec.has_backward else set()
+    wanted = set(grad_inputs(inputs)) if case.has_backward else set()
     leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
     wrt = tuple(leaves[i] for i in sorted(wanted))
     grads = tuple(torch.ones_like(out) for out in as_tuple(eager(*leaves)))

@@ -218,7 +218,7 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
     for spec in args.specs:
         torch.compiler.reset()  # each op starts with an empty compile cache
         impls = Implementations(
-            wheelops=spec.wheelops(wheelops),
+            wheelops=spec.call,
             eager=spec.eager,
             compiled=None
             if args.no_compile
@@ -284,7 +284,7 @@ def _measure(case: Case, impls: Implementations, timer: Timer, device: torch.dev
     try:
         return measure_case(case, impls, timer, device)
     except Exception as err:
-        passes = PASSES if case.spec.has_backward else PASSES[:1]
+        passes = PASSES if case.has_backward else PASSES[:1]
         rows = [new_row(case, pass_) for pass_ in passes]
         for row in rows:
             row.update(status="error", problem=f"{type(err).__name__}: {err}"[:500])

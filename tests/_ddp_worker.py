@@ -1,4 +1,4 @@
-"""A small model of every differentiable wheelops op, its training, and a
+"""A small model of differentiable wheelops ops, its training, and a
 DistributedDataParallel run of it in spawned processes (one per GPU, NCCL; or
 two CPU processes with gloo).
 
@@ -31,8 +31,8 @@ DTYPE = torch.float64  # DDP against one process to ~1e-12, not float32's ~1e-6
 
 
 class WheelopsNet(torch.nn.Module):
-    """Every differentiable op at least once: bias_gelu, layer_norm, silu_and_mul,
-    add, relu_scale, rms_norm, lltm, softmax (modules of wheelops.nn where they exist).
+    """Differentiable ops as a model uses them: a GELU layer, norms, a SwiGLU residual
+    block, an LLTM cell, a softmax head (modules of wheelops.nn where they exist).
 
     The same ``seed`` gives the same parameters (on the host, float64)."""
 

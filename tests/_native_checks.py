@@ -4,7 +4,7 @@ RuntimeError with the exact message, numbers included.
 
 Run in a fresh process (a crash is then a test failure, not a dead test run):
 
-    python -m _native_checks [--dev cpu|all]   # from tests/, the wheelops under test importable
+    python -m _native_checks [--dev cpu|all]   # from tests/, wheelops and specs/ importable
 
 --dev builds and loads the ops in dev mode first (wheelops.jit, from the checkout
 on PYTHONPATH): cpu for the CPU library only, all for both.
@@ -17,117 +17,25 @@ SIGSEGV, or lost the numbers ("got [ and [").
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from collections.abc import Callable
 
+import opspecs
 import torch
+from opspecs._spec import ones_on
 
 import wheelops
 from wheelops._compat import loader
 
-ops = torch.ops.wheelops
-
 
 def _calls(device: str) -> list[tuple[str, Callable[[], object], str]]:
-    def t(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.ones(*shape, dtype=dtype, device=device)
-
-    x = t(2, 3)
+    """Every description's bad native calls (specs/opspecs), as (op, call, message)."""
     return [
-        ("add", lambda: ops.add.default(t(4), t(5)), r"same shape \(got \[4\] and \[5\]\)"),
-        (
-            "relu_scale",
-            lambda: ops.relu_scale.default(t(4, dtype=torch.long), 1.0),
-            r"'x' has dtype Long; expected float32",
-        ),
-        (
-            "relu_scale_backward",
-            lambda: ops.relu_scale_backward.default(t(3), t(4), 1.0),
-            r"same shape \(got \[3\] and \[4\]\)",
-        ),
-        (
-            "bias_gelu",
-            lambda: ops.bias_gelu.default(x, t(2), "none"),
-            r"'bias' must have shape \[3\] .*, got \[2\]",
-        ),
-        (
-            "bias_gelu_backward",
-            lambda: ops.bias_gelu_backward.default(t(3, 3), x, t(3), "none"),
-            r"same shape \(got \[3, 3\] and \[2, 3\]\)",
-        ),
-        (
-            "layer_norm",
-            lambda: ops.layer_norm.default(x, t(2), None, 1e-5),
-            r"'weight' must have shape \[3\] .*, got \[2\]",
-        ),
-        (
-            "layer_norm_backward",
-            lambda: ops.layer_norm_backward.default(
-                t(3, 3), x, t(2), t(2), None, True, False, False
-            ),
-            r"same shape \(got \[3, 3\] and \[2, 3\]\)",
-        ),
-        (
-            "rms_norm",
-            lambda: ops.rms_norm.default(x, t(3, 1), 1e-6),
-            r"'weight' must have shape \[3\] .*, got \[3, 1\]",
-        ),
-        (
-            "rms_norm_backward",
-            lambda: ops.rms_norm_backward.default(t(3, 3), x, t(2), None, True, False),
-            r"same shape \(got \[3, 3\] and \[2, 3\]\)",
-        ),
-        (
-            "softmax",
-            lambda: ops.softmax.default(x, 5),
-            r"'dim' must be in \[-2, 1\] for 'x' of shape \[2, 3\], got 5",
-        ),
-        (
-            "softmax_backward",
-            lambda: ops.softmax_backward.default(t(3, 3), x, 1),
-            r"same shape \(got \[3, 3\] and \[2, 3\]\)",
-        ),
-        (
-            "silu_and_mul",
-            lambda: ops.silu_and_mul.default(t(2, 5)),
-            r"even last dimension .*, got shape \[2, 5\]",
-        ),
-        (
-            "silu_and_mul_backward",
-            lambda: ops.silu_and_mul_backward.default(t(2, 4), t(2, 4)),
-            r"x has shape \[2, 4\], grad has \[2, 4\]",
-        ),
-        (
-            "rgb_to_gray",
-            lambda: ops.rgb_to_gray.default(t(4, 4, 4, dtype=torch.uint8)),
-            r"'img' must have shape .*, got \[4, 4, 4\]",
-        ),
-        (
-            "normalize_volume",
-            lambda: ops.normalize_volume.default(t(4, dtype=torch.int16), 1.0),
-            r"'vol' has dtype Short; expected uint16",
-        ),
-        (
-            "fused_linear_gelu",
-            lambda: ops.fused_linear_gelu.default(x, t(4, 2), t(4)),
-            r"'weight' must have shape \[out_features, 3\] .*, got \[4, 2\]",
-        ),
-        (
-            "fused_linear_gelu_backward",
-            lambda: ops.fused_linear_gelu_backward.default(t(2, 5), x, t(4, 3), t(2, 4)),
-            r"'grad' must have shape \[2, 4\] .*, got \[2, 5\]",
-        ),
-        (
-            "lltm_gates",
-            lambda: ops.lltm_gates.default(t(4, 15), t(4, 6)),
-            r"'old_cell' must have shape \[4, 5\] .*, got \[4, 6\]",
-        ),
-        (
-            "lltm_gates_backward",
-            lambda: ops.lltm_gates_backward.default(t(3, 5), t(4, 5), t(4, 15), t(4, 5)),
-            r"'grad_h' must have shape \[4, 5\] .*, got \[3, 5\]",
-        ),
+        (bad.op, functools.partial(bad.call, ones_on(device)), bad.message)
+        for spec in opspecs.ALL
+        for bad in spec.native_bad_calls
     ]
 
 

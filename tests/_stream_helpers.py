@@ -25,13 +25,12 @@ from _op_catalog import OpCase, forward_backward, grad_leaves, outputs
 ROWS, COLS = 256, 384
 
 
-# Ops whose results also depend on a GEMM of torch's (cuBLAS). cuBLAS promises
-# bitwise-reproducible results only for one active stream with one workspace
-# (cuBLAS docs, "Results reproducibility"); PyTorch gives each stream its own
-# workspace of the same size, which should pick the same algorithm, but the
+# Ops whose results also depend on a GEMM of torch's (cuBLAS; OpSpec.torch_gemms).
+# cuBLAS promises bitwise-reproducible results only for one active stream with one
+# workspace (cuBLAS docs, "Results reproducibility"); PyTorch gives each stream its
+# own workspace of the same size, which should pick the same algorithm, but the
 # tests do not bet on a library we do not own: these get a tight tolerance
 # instead of bitwise equality.
-TORCH_GEMM_OPS = frozenset({"lltm"})
 
 # float32 against a float64 reference: sums over a few hundred rows (the weight
 # and bias grads) carry a few 1e-6 of rounding; garbage or stale memory is far off.
@@ -99,7 +98,7 @@ def assert_matches_eager(
     """actual (any device) against eager_reference's tensors."""
     assert len(actual) == len(expected), what
     atol, rtol = _F32_ATOL, _F32_RTOL
-    if case.name in TORCH_GEMM_OPS and _tf32_possible():
+    if case.spec.torch_gemms and _tf32_possible():
         atol = rtol = _TF32_TOL
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         a = a.detach().cpu()
@@ -128,7 +127,7 @@ def assert_same_kernels(
     """Bitwise equal (compared on the host, so the devices may differ), unless
     `exact` is False or the op has a torch GEMM (then a float32-rounding tolerance)."""
     assert len(actual) == len(expected), what
-    exact = exact and case.name not in TORCH_GEMM_OPS
+    exact = exact and not case.spec.torch_gemms
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         a, e = a.detach().cpu(), e.detach().cpu()
         assert a.dtype == e.dtype, f"{what} [{i}]: dtype {a.dtype} != {e.dtype}"

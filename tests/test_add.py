@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import _example_log
 import pytest
 import torch
 from _helpers import (
@@ -11,6 +12,24 @@ from _helpers import (
     randn,
     strided_variants,
 )
+from _property_checks import (
+    assert_close_to_float64,
+    assert_rejected,
+    assert_result_layout,
+    elementwise_draws,
+    float_dtypes,
+    grad_leaf,
+)
+from _strategies import (
+    FLOAT_DTYPES,
+    apply_layout,
+    layouts,
+    shapes,
+    special_fractions,
+    sprinkle_specials,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 
 import wheelops
 
@@ -62,30 +81,6 @@ def test_opcheck(device):
     torch.library.opcheck(torch.ops.wheelops.add.default, (half, half))
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        ((torch.ones(2, 3), torch.ones(3)), ValueError, "same shape .*does not broadcast"),
-        ((torch.ones(2, 3), torch.ones(3, 2)), ValueError, r"got \[2, 3\] and \[3, 2\]"),
-        ((torch.ones(3), torch.ones(3, dtype=torch.float64)), TypeError, "same dtype"),
-        ((torch.ones(3, dtype=torch.int64),) * 2, TypeError, "'a' has dtype torch.int64"),
-        ((torch.ones(3), [1.0, 2.0, 3.0]), TypeError, "'b' must be a torch.Tensor"),
-        ((torch.ones(3).to_sparse(), torch.ones(3)), TypeError, "dense"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.add(*args)
-
-
-def test_native_checks_reject_bad_input_too():
-    # Callers that skip the Python API still get an error, not a bad read.
-    with pytest.raises(RuntimeError, match="must have the same shape"):
-        torch.ops.wheelops.add.default(torch.ones(4), torch.ones(5))
-    with pytest.raises(RuntimeError, match="dtype Long"):
-        torch.ops.wheelops.add.default(torch.ones(4), torch.ones(4, dtype=torch.long))
-
-
 @pytest.mark.gpu
 def test_mixed_devices_rejected():
     with pytest.raises(ValueError, match=r"same device .*cuda:0 and cpu"):
@@ -106,3 +101,43 @@ def test_more_than_2_pow_31_elements():
     torch.cuda.synchronize()
     assert torch.equal(out[: n - 5], torch.full_like(out[: n - 5], 3.0))
     assert out[-5:].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_add(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, shape, seed, scale = elementwise_draws(draw, device)
+    fraction = draw(special_fractions)
+    a = sprinkle_specials(randn(shape, dtype, device, seed, scale), seed, fraction)
+    b = sprinkle_specials(randn(shape, dtype, device, seed + 1, scale), seed + 1, fraction)
+    a = grad_leaf(apply_layout(a, draw(layouts(shape), label="a layout")))
+    b = grad_leaf(apply_layout(b, draw(layouts(shape), label="b layout")))
+    _example_log.record("add", device)
+
+    out = wheelops.add(a, b)
+    assert_result_layout(out, shape, dtype)
+    assert_close_to_float64(out, a.double() + b.double(), equal_nan=True)
+    grad = randn(shape, dtype, device, seed + 2)
+    grad_a, grad_b = torch.autograd.grad(out, (a, b), grad)
+    assert torch.equal(grad_a, grad) and torch.equal(grad_b, grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_add_rejects_bad_arguments(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    shape_a = draw(shapes(device, max_rank=3))
+    shape_b = draw(shapes(device, max_rank=3).filter(lambda s: s != shape_a))
+    dtype = draw(float_dtypes())
+    other = draw(st.sampled_from([t for t in FLOAT_DTYPES if t != dtype] + [torch.int32]))
+    _example_log.record("add", device)
+    a = torch.zeros(shape_a, dtype=dtype, device=device)
+    assert_rejected(
+        lambda: wheelops.add(a, torch.zeros(shape_b, dtype=dtype, device=device)), "add", "b"
+    )
+    assert_rejected(lambda: wheelops.add(a, a.to(other)), "add", "b")

@@ -81,7 +81,7 @@ def test_smoke_run_checks_and_times_every_available_op(tmp_path):
         for spec in cases.OPS
         if spec.name in AVAILABLE
         for case in cases.cases(spec, "tiny", (torch.float32, torch.bfloat16))
-        for pass_ in (("forward", "backward") if spec.has_backward else ("forward",))
+        for pass_ in (("forward", "backward") if spec.benchmark.has_backward else ("forward",))
     }
     rows = data["rows"]
     assert {(r["op"], r["pass"], r["dtype"], r["label"]) for r in rows} == expected
@@ -120,7 +120,7 @@ def test_smoke_run_checks_and_times_every_available_op(tmp_path):
     modes = {(r["op"], r["mode"]) for r in data["overhead"]}
     for spec in cases.OPS:
         if spec.name in AVAILABLE:
-            wanted = overhead.MODES if spec.has_backward else overhead.MODES[:2]
+            wanted = overhead.MODES if spec.benchmark.has_backward else overhead.MODES[:2]
             assert {mode for op, mode in modes if op == spec.name} == set(wanted)
     for row in data["overhead"]:
         assert row["torch_us"] > 0 and row["wheelops_us"] > 0
@@ -201,7 +201,7 @@ def test_every_op_has_cases_in_every_profile():
     for spec in cases.OPS:
         for profile in cases.PROFILES:
             if (spec.name, profile) == ("lltm", "sweep"):  # GEMM-bound: no bandwidth curve
-                assert not spec.shapes[profile]
+                assert not spec.benchmark.shapes[profile]
                 continue
             assert cases.cases(spec, profile, (torch.bfloat16, torch.float32)), (spec, profile)
     sweep = cases.cases(cases.OPS_BY_NAME["softmax"], "sweep", (torch.bfloat16,))
@@ -223,7 +223,6 @@ def test_every_op_has_cases_in_every_profile():
         ("add", (4096, 1024), torch.bfloat16, 3 * 2 * 4096 * 1024, 0),
         ("softmax", (8, 16), torch.float32, 2 * 4 * 128, 3 * 4 * 128),
         ("layer_norm", (8, 16), torch.float32, (2 * 128 + 2 * 16) * 4, (3 * 128 + 3 * 16) * 4),
-        ("silu_and_mul", (8, 16), torch.bfloat16, 3 * 2 * 128, 5 * 2 * 128),
         ("rgb_to_gray", (4096, 4096), torch.uint8, 4 * 4096 * 4096, None),
         ("normalize_volume", (256, 512, 512), torch.uint16, 6 * 256 * 512 * 512, None),
         ("lltm", (4096, 1024, 512), torch.float32, 6 * 4096 * 512 * 4, 10 * 4096 * 512 * 4),
@@ -232,14 +231,13 @@ def test_every_op_has_cases_in_every_profile():
 def test_bytes_that_must_move(op, shape, dtype, forward, backward):
     case = cases.Case(cases.OPS_BY_NAME[op], shape, dtype)
     assert case.bytes(backward=False) == forward
-    assert case.spec.has_backward == (backward is not None)
+    assert case.has_backward == (backward is not None)
     if backward is not None:
         assert case.bytes(backward=True) == backward
 
 
 def test_inputs_have_the_shapes_the_ops_take():
     sizes = {
-        "silu_and_mul": ((5, 33), [[5, 66]]),
         "rgb_to_gray": ((2, 3, 5), [[2, 3, 5, 3]]),
         "lltm": ((4, 6, 5), [[4, 6], [15, 11], [15], [4, 5], [4, 5]]),
         "bias_gelu": ((5, 33), [[5, 33], [33]]),
@@ -256,7 +254,7 @@ def test_eager_gray_rounds_half_to_even_exactly():
     # (299R + 587G + 114B) / 1000: 1.495 -> 1, 28.5 -> 28, 21.5 -> 22, 7.5 -> 8, 255 -> 255.
     pixels = [[5, 0, 0], [0, 0, 250], [0, 4, 168], [0, 12, 4], [255, 255, 255]]
     img = torch.tensor([pixels], dtype=torch.uint8)
-    assert cases.rgb_to_gray_eager(img).tolist() == [[1, 28, 22, 8, 255]]
+    assert cases.OPS_BY_NAME["rgb_to_gray"].eager(img).tolist() == [[1, 28, 22, 8, 255]]
 
 
 def test_eager_gray_matches_float64_half_even_on_every_colour():
@@ -268,7 +266,7 @@ def test_eager_gray_matches_float64_half_even_on_every_colour():
     expected = torch.round(total.double() / 1000).to(torch.uint8)
     ties = total % 1000 == 500
     assert int(ties.sum()) > 10_000
-    got = cases.rgb_to_gray_eager(rgb.to(torch.uint8).view(1, 2**12, 2**12, 3))
+    got = cases.OPS_BY_NAME["rgb_to_gray"].eager(rgb.to(torch.uint8).view(1, 2**12, 2**12, 3))
     assert torch.equal(got.reshape(-1), expected)
     assert torch.equal(got.reshape(-1)[ties], expected[ties])
 

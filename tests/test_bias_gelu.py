@@ -1,34 +1,48 @@
 from __future__ import annotations
 
+import _example_log
 import pytest
 import torch
 import torch.nn.functional as F
+from _bias_gelu_bounds import assert_grad_bias_close, gelu_term_roundings
 from _helpers import (
     DEVICES,
     DTYPES,
     LOW_PRECISION,
+    TOLERANCE,
     assert_close_to_eager,
     assert_matches_reference,
     randn,
     strided_variants,
 )
-from _norm_helpers import as_rows, assert_within, column_sum_allowance
+from _norm_helpers import (
+    assert_within,
+)
+from _property_checks import (
+    assert_close_to_float64,
+    assert_rejected,
+    assert_result_layout,
+    float_dtypes,
+    grad_leaf,
+)
+from _strategies import (
+    apply_layout,
+    layouts,
+    scales,
+    seeds,
+    shapes,
+    sizes,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from opspecs.bias_gelu import reference, reference_grads
+from opspecs.bias_gelu import reference as bias_gelu_reference
+from opspecs.bias_gelu import reference_grads as bias_gelu_reference_grads
 
 import wheelops
 
 APPROXIMATIONS = ["none", "tanh"]
 SHAPES = [(0, 8), (1, 1), (5, 7), (4, 64), (3, 2, 33), (130, 96), (2, 1031), (9,), (6, 0)]
-
-
-def reference(x: torch.Tensor, bias: torch.Tensor, approximate: str) -> torch.Tensor:
-    return F.gelu(x.double() + bias.double(), approximate=approximate)
-
-
-def reference_grads(grad, x, bias, approximate):
-    x64 = x.double().requires_grad_()
-    b64 = bias.double().requires_grad_()
-    out = F.gelu(x64 + b64, approximate=approximate)
-    return torch.autograd.grad(out, (x64, b64), grad.double())
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
@@ -41,37 +55,6 @@ def test_forward_matches_float64_and_eager(shape, dtype, device, approximate):
     assert out.shape == x.shape and out.dtype == dtype and out.is_contiguous()
     assert_matches_reference(out, reference(x, bias, approximate))
     assert_close_to_eager(out, F.gelu(x + bias, approximate=approximate))
-
-
-def gelu_term_roundings(grad: torch.Tensor, u: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Per element: the rounding of gelu'(u)'s terms that grad_x = g * gelu'(u) may carry.
-
-    gelu'(u) = 0.5 * (1 + t) + 0.5 * u * (1 - t * t) * d_inner (tanh; erf is
-    alike): for u around -5 the terms cancel to ~1e-6 while t = tanh(inner) is
-    within float32 rounding of -1, so a float32 computation (eager's too) is
-    off by a few roundings of the terms, not of the result: 8 roundings of
-    |g| * (1 + |u| * d_inner) (the rounding of u = x + bias included).
-    """
-    unit = 2.0**-53 if dtype == torch.float64 else 2.0**-24
-    u64 = u.detach().double()
-    d_inner = 0.7978845608 * (1 + 3 * 0.044715 * u64.square())
-    return 8 * unit * grad.double().abs() * (1 + u64.abs() * d_inner)
-
-
-def assert_grad_bias_close(
-    actual: torch.Tensor,
-    expected: torch.Tensor,
-    expected_x: torch.Tensor,
-    grad: torch.Tensor,
-    u: torch.Tensor,
-) -> None:
-    """grad_bias against its float64 reference: the column sum of the terms
-    g * gelu'(u) (expected_x, the float64 grad_x), u = x + bias."""
-    terms = as_rows(expected_x)
-    term_errors = as_rows(gelu_term_roundings(grad, u, actual.dtype))
-    # Terms within gelu_term_roundings, summed in float32 (float64), rounded once to dtype.
-    allowed = column_sum_allowance(expected, terms, term_errors, actual.dtype)
-    assert_within(actual, expected, allowed, "grad_bias")
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
@@ -164,34 +147,6 @@ def test_opcheck(device):
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        ((torch.ones(2, 3), torch.ones(4)), ValueError, r"'bias' must have shape \[3\]"),
-        ((torch.ones(2, 3), torch.ones(1, 3)), ValueError, r"'bias' must have shape \[3\]"),
-        ((torch.tensor(1.0), torch.ones(1)), ValueError, "at least one dimension"),
-        ((torch.ones(2, 3), torch.ones(3, dtype=torch.float16)), TypeError, "same dtype"),
-        ((torch.ones(2, 3, dtype=torch.int64), torch.ones(3)), TypeError, "'x' has dtype"),
-        ((torch.ones(2, 3), torch.ones(3), "exact"), ValueError, "'approximate' must be 'none' or"),
-        ((torch.ones(2, 3), torch.ones(3), None), ValueError, "'approximate' must be"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.bias_gelu(*args)
-
-
-def test_native_checks_reject_bad_input_too():
-    with pytest.raises(RuntimeError, match="'approximate' must be 'none' or 'tanh'"):
-        torch.ops.wheelops.bias_gelu.default(torch.ones(2, 3), torch.ones(3), "erf")
-    with pytest.raises(RuntimeError, match=r"'bias' must have shape \[3\]"):
-        torch.ops.wheelops.bias_gelu.default(torch.ones(2, 3), torch.ones(2), "none")
-    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same shape"):
-        torch.ops.wheelops.bias_gelu_backward.default(
-            torch.ones(3, 3), torch.ones(2, 3), torch.ones(3), "none"
-        )
-
-
 @pytest.mark.gpu
 def test_mixed_devices_rejected():
     with pytest.raises(ValueError, match="same device"):
@@ -244,3 +199,61 @@ def test_more_than_2_pow_31_elements():
         rtol=8e-3,
         atol=0,
     )
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+def assert_bias_gelu_grads_close(
+    grad_x: torch.Tensor,
+    grad_bias: torch.Tensor,
+    expected: tuple[torch.Tensor, torch.Tensor],
+    grad: torch.Tensor,
+    u: torch.Tensor,
+) -> None:
+    """grad_x at the dtype's tolerance plus the terms' rounding; grad_bias, the column
+    sum of those terms, by test_bias_gelu's bound."""
+    atol, rtol = TOLERANCE[grad_x.dtype]
+    slack = gelu_term_roundings(grad, u, grad_x.dtype)
+    expected_x, expected_bias = (e.double() for e in expected)
+    assert_within(grad_x, expected_x, atol + rtol * expected_x.abs() + slack, "grad_x")
+    assert_grad_bias_close(grad_bias, expected_bias, expected_x, grad, u)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_bias_gelu(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, seed, scale = draw(float_dtypes()), draw(seeds), draw(scales)
+    shape = draw(shapes(device, min_rank=1, last=sizes(300)))
+    approximate = draw(st.sampled_from(["none", "tanh"]))
+    x = apply_layout(randn(shape, dtype, device, seed, scale), draw(layouts(shape)))
+    bias = randn(shape[-1:], dtype, device, seed + 1, scale)
+    bias = apply_layout(bias, draw(layouts(shape[-1:]), label="bias layout"))
+    x, bias = grad_leaf(x), grad_leaf(bias)
+    _example_log.record("bias_gelu", device)
+
+    out = wheelops.bias_gelu(x, bias, approximate)
+    assert_result_layout(out, shape, dtype)
+    assert_close_to_float64(out, bias_gelu_reference(x, bias, approximate))
+    grad = randn(shape, dtype, device, seed + 2)
+    grad_x, grad_bias = torch.autograd.grad(out, (x, bias), grad)
+    expected = bias_gelu_reference_grads(grad, x, bias, approximate)
+    u = x.detach().double() + bias.detach().double()
+    assert_bias_gelu_grads_close(grad_x, grad_bias, expected, grad, u)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_bias_gelu_rejects_bad_arguments(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    shape = draw(shapes(device, min_rank=1, max_rank=3))
+    bias_shape = draw(st.lists(sizes(40), max_size=2).map(tuple).filter(lambda s: s != shape[-1:]))
+    approximate = draw(st.text(max_size=6).filter(lambda s: s not in ("none", "tanh")))
+    _example_log.record("bias_gelu", device)
+    x = torch.zeros(shape, device=device)
+    bias = torch.zeros(shape[-1:], device=device)
+    wrong_bias = torch.zeros(bias_shape, device=device)
+    assert_rejected(lambda: wheelops.bias_gelu(x, wrong_bias), "bias_gelu", "bias")
+    assert_rejected(lambda: wheelops.bias_gelu(x, bias, approximate), "bias_gelu", "approximate")

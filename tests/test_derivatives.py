@@ -7,11 +7,13 @@ tangents, double backward zeros, raw backward ops gradients of None, silently).
 
 from __future__ import annotations
 
+import opspecs
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
 from _derivative_cases import CASE_IDS, CASES, Case, outputs
 from _helpers import DEVICES, randn
+from opspecs._spec import Derivatives
 from torch.autograd import gradcheck, gradgradcheck
 
 import wheelops
@@ -131,44 +133,31 @@ def test_hessians_match_eager():
             torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10)
 
 
-def _backward_op_calls(device: str) -> dict[str, tuple]:
+def _backward_op_calls(device: str) -> dict[str, tuple[Derivatives, tuple]]:
     g = randn((3, 4), torch.float64, device, seed=8)
     x = randn((3, 4), torch.float64, device, seed=9)
-    y = torch.softmax(x, -1)
     return {
-        "relu_scale_backward": (g, x, 2.0),
-        "softmax_backward": (g, y, -1),
-        "bias_gelu_backward": (g, x, randn((4,), torch.float64, device, 10), "none"),
-        "silu_and_mul_backward": (g[:, :2], x),
-        "layer_norm_backward": (
-            g, x, x.mean(-1), x.var(-1, unbiased=False).add(1e-5).rsqrt(),
-            None, True, False, False,
-        ),
-        "rms_norm_backward": (g, x, x.pow(2).mean(-1).add(1e-6).rsqrt(), None, True, False),
-        "lltm_gates_backward": (g[:, :1], g[:, :1], randn((3, 3), torch.float64, device, 11),
-                                x[:, :1]),
-    }  # fmt: skip
-
-
-def _eager_backward_formula(name: str, g, x, alpha_or_dim):
-    if name == "relu_scale_backward":
-        return torch.where(x <= 0, torch.zeros_like(g), g * alpha_or_dim)
-    return x * (g - (g * x).sum(alpha_or_dim, keepdim=True))  # softmax: x is the output
+        d.backward_op: (d, d.backward_args(g, x))
+        for d in (spec.derivatives for spec in opspecs.ALL)
+        if d is not None and d.backward_args is not None
+    }
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_raw_backward_ops_under_autograd(device: str) -> None:
-    # Each backward op differentiates as its formula does (relu_scale, softmax) or
-    # raises when a gradient is asked of it; none hands back None or zeros in silence.
-    for name, args in _backward_op_calls(device).items():
+    # Each backward op differentiates as its formula does (those of ops with second
+    # derivatives) or raises when a gradient is asked of it; none hands back None or
+    # zeros in silence.
+    for name, (derivatives, args) in _backward_op_calls(device).items():
         leaves = [a.clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
         result = getattr(torch.ops.wheelops, name).default(*leaves)
         first = outputs(result)[0]
         tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
-        if name in ("relu_scale_backward", "softmax_backward"):
+        if derivatives.second:
+            assert derivatives.backward_eager is not None
             got = torch.autograd.grad(first.square().sum(), tensors[:2], allow_unused=True)
             copies = [t.detach().clone().requires_grad_() for t in tensors[:2]]
-            want_out = _eager_backward_formula(name, *copies, args[2])
+            want_out = derivatives.backward_eager(*copies, *args[2:])
             want = torch.autograd.grad(want_out.square().sum(), copies, allow_unused=True)
             assert got[0] is not None
             for g_, w_ in zip(got, want, strict=True):

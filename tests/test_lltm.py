@@ -1,24 +1,34 @@
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 
+import _example_log
 import pytest
 import torch
 import torch.nn.functional as F
 from _helpers import DEVICES, DTYPES
+from _lltm_bounds import assert_lltm_close, fp32_accumulating_gemms, gate_ops_allowed
 from _norm_helpers import (
-    LAMBDA,
-    allowance,
     assert_within,
-    compute_unit,
-    gemm_rounding,
-    independent_sum,
-    rounded_error,
-    summation_rounding,
 )
+from _property_checks import (
+    assert_result_layout,
+    float_dtypes,
+    grad_leaf,
+)
+from _strategies import (
+    apply_layout,
+    device_type,
+    layouts,
+    seeds,
+    sizes,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from opspecs.lltm import eager as eager_lltm
+from opspecs.lltm import make_inputs
+from opspecs.lltm import make_inputs as lltm_inputs
 
 import wheelops
 
@@ -34,243 +44,6 @@ SHAPES = [
     (5, 0, 8),
     (3, 4, 0),
 ]
-
-
-def eager_lltm(input, weights, bias, old_h, old_cell):
-    """The tutorial's pure-PyTorch LLTM forward (pytorch/extension-cpp)."""
-    x = torch.cat([old_h, input], dim=1)
-    gate_weights = F.linear(x, weights, bias)
-    gates = gate_weights.chunk(3, dim=1)
-    input_gate = torch.sigmoid(gates[0])
-    output_gate = torch.sigmoid(gates[1])
-    candidate_cell = F.elu(gates[2])
-    new_cell = old_cell + candidate_cell * input_gate
-    new_h = torch.tanh(new_cell) * output_gate
-    return new_h, new_cell
-
-
-def make_inputs(batch, features, state, dtype, device, seed=0, requires_grad=False):
-    generator = torch.Generator().manual_seed(seed)
-    bound = 1 / math.sqrt(max(state, 1))
-
-    def rand(*shape, scale=1.0):
-        t = (torch.rand(shape, generator=generator, dtype=torch.float64) * 2 - 1) * scale
-        return t.to(dtype).to(device).requires_grad_(requires_grad)
-
-    return (
-        rand(batch, features, scale=2.0),
-        rand(3 * state, state + features, scale=bound),
-        rand(3 * state, scale=bound),
-        rand(batch, state),
-        rand(batch, state, scale=2.0),
-    )
-
-
-def float64_results(inputs, grads):
-    leaves = [t.detach().double().requires_grad_() for t in inputs]
-    outputs = eager_lltm(*leaves)
-    input_grads = torch.autograd.grad(outputs, leaves, [g.double() for g in grads])
-    return [o.detach() for o in outputs], list(input_grads)
-
-
-# ---------------------------------------------------------------- error bounds
-#
-# What each result may differ from float64 math on the same inputs, derived from how it
-# is computed: gates = [old_h, input] @ weights.T + bias is torch's GEMM in the input
-# dtype (float32 accumulation, one rounding; float64 for float64); the gate math after
-# it runs in float32 (float64) on those rounded gates and rounds each result once; the
-# backward's fused kernel rounds d_gates once, then torch's GEMMs and column sum
-# (float32 accumulation, one rounding) make the input grads from them.
-
-# libm's expf/tanhf/expm1f (glibc, CUDA) are within 2 ulps: 4 roundings.
-LIBM = 4.0
-
-
-@dataclass(frozen=True)
-class Interval:
-    """Per element, [lo, hi]: every value a computation can give (roundings included)
-    for inputs anywhere in their intervals."""
-
-    lo: torch.Tensor
-    hi: torch.Tensor
-
-    def widen(self, relative: float) -> Interval:
-        """Plus a rounding of the value of at most `relative` times its magnitude."""
-        r = relative * torch.maximum(self.lo.abs(), self.hi.abs())
-        return Interval(self.lo - r, self.hi + r)
-
-    def distance(self, value: torch.Tensor) -> torch.Tensor:
-        """How far from value the interval reaches (value inside: its farther end)."""
-        return torch.maximum(self.hi - value, value - self.lo).clamp_min(0.0)
-
-
-def _add(a: Interval, b: Interval, u: float) -> Interval:
-    return Interval(a.lo + b.lo, a.hi + b.hi).widen(u)
-
-
-def _mul(a: Interval, b: Interval, u: float) -> Interval:
-    ends = torch.stack([a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi])
-    return Interval(ends.amin(0), ends.amax(0)).widen(u)
-
-
-def _increasing(
-    f: Callable[[torch.Tensor], torch.Tensor], a: Interval, relative: float
-) -> Interval:
-    return Interval(f(a.lo), f(a.hi)).widen(relative)
-
-
-def _one_minus_square(t: Interval, u: float) -> Interval:
-    """1 - t * t: the square's rounding, then the difference's."""
-    low = torch.where(t.lo > 0, t.lo, torch.where(t.hi < 0, -t.hi, 0.0))
-    high = torch.maximum(t.lo.abs(), t.hi.abs())
-    square = Interval(low.square(), high.square()).widen(u)
-    return Interval(1 - square.hi, 1 - square.lo).widen(u)
-
-
-def _logistic_slope(p: Interval, u: float) -> Interval:
-    """p * (1 - p) for p in [lo, hi] (a sigmoid), peak 1/4 at p = 1/2; two roundings."""
-    ends = torch.minimum(p.lo * (1 - p.lo), p.hi * (1 - p.hi))
-    inside = (p.lo <= 0.5) & (p.hi >= 0.5)
-    peak = torch.where(inside, 0.25, torch.maximum(p.lo * (1 - p.lo), p.hi * (1 - p.hi)))
-    return Interval(ends, peak).widen(2 * u)
-
-
-def _elu_slope(x: torch.Tensor) -> torch.Tensor:
-    return torch.where(x > 0, 1.0, torch.exp(x.clamp_max(0.0)))
-
-
-def gate_math(
-    gates: Interval,
-    old_cell: torch.Tensor,
-    grad_h: torch.Tensor,
-    grad_cell: torch.Tensor,
-    u: float,
-) -> dict[str, Interval]:
-    """The fused kernels' values (lltm.h, as written) in interval arithmetic, each op
-    rounding once in arithmetic of unit u: new_h, new_cell, d_gates, d_old_cell."""
-    state = old_cell.shape[1]
-    g0, g1, g2 = (Interval(gates.lo[:, k], gates.hi[:, k]) for k in _gate_slices(state))
-    c, gh, gc = (Interval(t, t) for t in (old_cell, grad_h, grad_cell))
-    input_gate = _increasing(torch.sigmoid, g0, (LIBM + 2) * u)
-    output_gate = _increasing(torch.sigmoid, g1, (LIBM + 2) * u)
-    candidate = _increasing(F.elu, g2, LIBM * u)
-    new_cell = _add(c, _mul(candidate, input_gate, u), u)
-    tanh_cell = _increasing(torch.tanh, new_cell, LIBM * u)
-    new_h = _mul(tanh_cell, output_gate, u)
-    d_new_cell = _add(gc, _mul(_mul(gh, output_gate, u), _one_minus_square(tanh_cell, u), u), u)
-    d_g0 = _mul(_mul(d_new_cell, candidate, u), _logistic_slope(input_gate, u), u)
-    d_g1 = _mul(_mul(gh, tanh_cell, u), _logistic_slope(output_gate, u), u)
-    d_g2 = _mul(_mul(d_new_cell, input_gate, u), _increasing(_elu_slope, g2, LIBM * u), u)
-    d_gates = Interval(
-        torch.cat([d_g0.lo, d_g1.lo, d_g2.lo], 1), torch.cat([d_g0.hi, d_g1.hi, d_g2.hi], 1)
-    )
-    return {"new_h": new_h, "new_cell": new_cell, "d_gates": d_gates, "d_old_cell": d_new_cell}
-
-
-def _gate_slices(state: int) -> list[slice]:
-    return [slice(k * state, (k + 1) * state) for k in range(3)]
-
-
-def _triple_sums(e: torch.Tensor, w: torch.Tensor, state: int) -> torch.Tensor:
-    """sum over columns s of (sum over the 3 gates m of e[:, m S + s] * w[m S + s, :])^2:
-    the squared ranges of the independent per-column parts of e @ w."""
-    parts = _gate_slices(state)
-    products = ((e[:, a] * e[:, b]) @ (w[a] * w[b]) for a in parts for b in parts)
-    return sum(products, start=e.new_zeros(e.shape[0], w.shape[1]))
-
-
-def lltm_allowed(
-    inputs: Sequence[torch.Tensor],
-    grads: Sequence[torch.Tensor],
-    outputs: Sequence[torch.Tensor],
-    input_grads: Sequence[torch.Tensor],
-) -> dict[str, torch.Tensor]:
-    """|actual - expected| allowed for new_h, new_cell and the input grads ("input", ...,
-    "old_cell"), given the inputs, the output grads and the float64 results."""
-    dtype = inputs[0].dtype
-    u = compute_unit(dtype)
-    input, weights, bias, old_h, old_cell = (t.detach().double() for t in inputs)
-    grad_h, grad_cell = (g.detach().double() for g in grads)
-    x = torch.cat([old_h, input], 1)
-    state = old_h.shape[1]
-    product = x @ weights.T
-    exact_gates = product + bias
-    # gates = torch.addmm(bias, x, W.T): K products accumulated in float32 and rounded to
-    # dtype, then the bias added and rounded again (cuBLAS on an H100 returned
-    # bf16(bf16(x @ W.T) + bias) for bfloat16; the CPU rounds once, which is within this).
-    product_error = rounded_error(product, gemm_rounding(x, weights, u), dtype)
-    gate_error = rounded_error(exact_gates, product_error, dtype)
-    # The fused kernels on gates anywhere within that error, each op rounding once: intervals.
-    gates = Interval(exact_gates - gate_error, exact_gates + gate_error)
-    kernel = gate_math(gates, old_cell, grad_h, grad_cell, u)
-    d_gates = gate_math(Interval(exact_gates, exact_gates), old_cell, grad_h, grad_cell, 0.0)
-    d_gates = d_gates["d_gates"].lo
-    # d_gates as the kernel rounds them to dtype: within e of the exact ones.
-    e = rounded_error(d_gates, kernel["d_gates"].distance(d_gates), dtype)
-    # d_x = d_gates @ W: terms off by e (Hoeffding over columns, a column's 3 gates as one).
-    d_x = torch.minimum(
-        e @ weights.abs(), LAMBDA * _triple_sums(e, weights.abs(), state).sqrt()
-    ) + gemm_rounding(d_gates, weights.T, u)
-    # d_W = d_gates.T @ x: terms off by e (Hoeffding over the batch), float32 accumulation.
-    d_weights = torch.minimum(
-        e.T @ x.abs(), LAMBDA * (e.T.square() @ x.square()).sqrt()
-    ) + gemm_rounding(d_gates.T, x.T, u)
-    # d_b = d_gates.sum(0): the same over the batch; every result then rounds once (allowance).
-    d_bias = independent_sum(e) + summation_rounding(d_gates, u)
-    errors = {
-        "new_h": kernel["new_h"].distance(outputs[0].double()),
-        "new_cell": kernel["new_cell"].distance(outputs[1].double()),
-        "input": d_x[:, state:],
-        "weights": d_weights,
-        "bias": d_bias,
-        "old_h": d_x[:, :state],
-        "old_cell": kernel["d_old_cell"].distance(input_grads[4].double()),
-    }
-    expected = dict(zip(["new_h", "new_cell", *LLTM_INPUTS], [*outputs, *input_grads], strict=True))
-    return {name: allowance(expected[name], error, dtype) for name, error in errors.items()}
-
-
-LLTM_INPUTS = ("input", "weights", "bias", "old_h", "old_cell")
-
-
-def gate_ops_allowed(
-    gates: torch.Tensor,
-    old_cell: torch.Tensor,
-    grad_h: torch.Tensor,
-    grad_cell: torch.Tensor,
-    expected: dict[str, torch.Tensor],
-) -> dict[str, torch.Tensor]:
-    """What lltm_gates and its backward may differ from float64 math on their own inputs
-    (expected: new_h, new_cell, d_gates, d_old_cell): the kernel math, rounded once."""
-    exact = gates.double()
-    state = (old_cell.double(), grad_h.double(), grad_cell.double())
-    kernel = gate_math(Interval(exact, exact), *state, compute_unit(gates.dtype))
-    return {
-        name: allowance(value, kernel[name].distance(value.double()), gates.dtype)
-        for name, value in expected.items()
-    }
-
-
-def assert_lltm_close(
-    outputs: Sequence[torch.Tensor | None],
-    input_grads: Sequence[torch.Tensor | None],
-    inputs: Sequence[torch.Tensor],
-    grads: Sequence[torch.Tensor],
-) -> None:
-    """new_h, new_cell (None: not checked) and the five input grads against float64
-    math on the same inputs, within lltm_allowed."""
-    (expected_h, expected_cell), expected_grads = float64_results(inputs, grads)
-    allowed = lltm_allowed(inputs, grads, (expected_h, expected_cell), expected_grads)
-    pairs = zip(
-        ["new_h", "new_cell", *LLTM_INPUTS],
-        [*outputs, *input_grads],
-        [expected_h, expected_cell, *expected_grads],
-        strict=True,
-    )
-    for name, actual, expected in pairs:
-        if actual is not None:
-            assert actual.shape == expected.shape and actual.dtype == inputs[0].dtype, name
-            assert_within(actual, expected, allowed[name], name)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -506,47 +279,6 @@ def _good():
     return list(make_inputs(4, 3, 5, torch.float32, "cpu"))
 
 
-def _with(index, value):
-    args = _good()
-    args[index] = value
-    return args
-
-
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        (_with(1, torch.zeros(15, 7)), ValueError, r"'weights' must have shape \[15, 8\]"),
-        (_with(1, torch.zeros(16, 8)), ValueError, r"'weights' must have shape \[15, 8\]"),
-        (_with(2, torch.zeros(16)), ValueError, r"'bias' must have shape \[15\]"),
-        (_with(2, torch.zeros(1, 15)), ValueError, r"'bias' must have shape \[15\]"),
-        (_with(3, torch.zeros(3, 5)), ValueError, r"'old_h' must have shape \[4, 5\]"),
-        (_with(3, torch.zeros(4, 5, 1)), ValueError, "'old_h' must have shape"),
-        (_with(4, torch.zeros(4, 6)), ValueError, r"'old_cell' must have shape \[4, 5\]"),
-        (_with(0, torch.zeros(4)), ValueError, "'input' must have shape"),
-        (_with(0, torch.zeros(4, 3, dtype=torch.float64)), TypeError, "same dtype"),
-        (_with(4, torch.zeros(4, 5, dtype=torch.int32)), TypeError, "'old_cell' has dtype"),
-        (_with(1, [[0.0]]), TypeError, "'weights' must be a torch.Tensor"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.lltm(*args)
-
-
-def test_native_checks_reject_bad_input_too():
-    gates, cell = torch.zeros(4, 15), torch.zeros(4, 5)
-    with pytest.raises(RuntimeError, match=r"'gates' must have shape \[batch, 3 \* state_size\]"):
-        torch.ops.wheelops.lltm_gates.default(torch.zeros(4, 14), cell)
-    with pytest.raises(RuntimeError, match=r"'old_cell' must have shape \[4, 5\]"):
-        torch.ops.wheelops.lltm_gates.default(gates, torch.zeros(4, 6))
-    with pytest.raises(RuntimeError, match="'gates' and 'old_cell' must have the same dtype"):
-        torch.ops.wheelops.lltm_gates.default(gates, cell.double())
-    with pytest.raises(RuntimeError, match=r"'grad_h' must have shape \[4, 5\]"):
-        torch.ops.wheelops.lltm_gates_backward.default(torch.zeros(3, 5), cell, gates, cell)
-    with pytest.raises(RuntimeError, match="'grad_cell' has dtype"):
-        torch.ops.wheelops.lltm_gates_backward.default(cell, cell.int(), gates, cell)
-
-
 @pytest.mark.gpu
 def test_mixed_devices_rejected():
     args = _good()
@@ -573,28 +305,77 @@ def test_large_batch_on_a_side_stream(dtype):
     assert_lltm_close((new_h, new_cell), ours, inputs, grads)
 
 
-@contextlib.contextmanager
-def fp32_accumulating_gemms() -> Iterator[None]:
-    """cuBLAS's half and bfloat16 GEMMs accumulating in float32 throughout, as lltm_allowed
-    assumes: torch allows them reduced-precision (split-K) reductions by default."""
-    if not torch.cuda.is_available():
-        yield
-        return
-    matmul = torch.backends.cuda.matmul
-    saved = (
-        matmul.allow_fp16_reduced_precision_reduction,
-        matmul.allow_bf16_reduced_precision_reduction,
-    )
-    matmul.allow_fp16_reduced_precision_reduction = False
-    matmul.allow_bf16_reduced_precision_reduction = False
-    try:
-        yield
-    finally:
-        matmul.allow_fp16_reduced_precision_reduction = saved[0]
-        matmul.allow_bf16_reduced_precision_reduction = saved[1]
-
-
 @pytest.fixture(autouse=True)
 def _gemms_accumulate_in_float32() -> Iterator[None]:
     with fp32_accumulating_gemms():
         yield
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+LLTM_ARGUMENTS = ("input", "weights", "bias", "old_h", "old_cell")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_lltm(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, seed = draw(float_dtypes()), draw(seeds)
+    limit = 64 if device_type(device) == "cpu" else 512
+    batch, features, state = (draw(sizes(limit), label=name) for name in ("B", "F", "S"))
+    inputs = lltm_inputs(batch, features, state, dtype, device, seed)
+    inputs = tuple(
+        grad_leaf(apply_layout(t, draw(layouts(tuple(t.shape)), label=f"{name} layout")))
+        for name, t in zip(LLTM_ARGUMENTS, inputs, strict=True)
+    )
+    use_cell = draw(st.booleans(), label="new_cell used")
+    _example_log.record("lltm", device)
+
+    with fp32_accumulating_gemms():  # torch's GEMMs as the bounds assume
+        new_h, new_cell = wheelops.lltm(*inputs)
+    assert_result_layout(new_h, (batch, state), dtype)
+    assert_result_layout(new_cell, (batch, state), dtype)
+    generator = torch.Generator().manual_seed(seed + 1)
+    grad_h, grad_cell = (
+        torch.randn(batch, state, generator=generator).to(dtype).to(device) for _ in range(2)
+    )
+    if not use_cell:
+        grad_cell = torch.zeros_like(grad_cell)  # what autograd feeds an unused output
+    outputs, out_grads = (
+        ((new_h, new_cell), (grad_h, grad_cell))
+        if use_cell
+        else (
+            (new_h,),
+            (grad_h,),
+        )
+    )
+    with fp32_accumulating_gemms():
+        mine = torch.autograd.grad(outputs, inputs, out_grads)
+    for name, actual, leaf in zip(LLTM_ARGUMENTS, mine, inputs, strict=True):
+        assert actual.shape == leaf.shape and actual.dtype == dtype, name
+    # Every result within its derived bound (_lltm_bounds.lltm_allowed).
+    assert_lltm_close((new_h, new_cell), mine, inputs, (grad_h, grad_cell))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_lltm_rejects_mismatched_shapes(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    batch, features, state = (draw(sizes(8)) for _ in range(3))
+    inputs = list(lltm_inputs(batch, features, state, torch.float32, device))
+    index = draw(st.integers(0, 4), label="argument")
+    good_shape = tuple(inputs[index].shape)
+    bad_shape = draw(
+        st.lists(sizes(9), min_size=1, max_size=3).map(tuple).filter(lambda s: s != good_shape)
+    )
+    _example_log.record("lltm", device)
+    inputs[index] = torch.zeros(bad_shape, device=device)
+    # A wrong 'input' or 'old_h' can also be reported through the arguments
+    # whose shapes derive from it (batch, state_size): any of them is named.
+    with pytest.raises(ValueError) as info:
+        wheelops.lltm(*inputs)
+    message = str(info.value)
+    assert "wheelops.lltm" in message
+    assert any(f"'{name}'" in message for name in LLTM_ARGUMENTS), message

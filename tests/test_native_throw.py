@@ -26,6 +26,7 @@ from _native_fixtures import compiler
 import wheelops
 
 TESTS = Path(__file__).resolve().parent
+SPECS = REPO / "specs"  # the op descriptions _native_checks reads (pytest's pythonpath)
 # What the link gets on the GPU machine, besides /opt/gcc's static-only directory.
 STATIC_RUNTIME_FLAGS = "-static-libstdc++ -static-libgcc -Wl,-Bsymbolic-functions"
 
@@ -69,7 +70,8 @@ def _assert_all_raised(result: subprocess.CompletedProcess[str]) -> None:
 def test_every_native_check_raises_in_a_fresh_process():
     # The wheelops under test (an installed wheel, or this checkout's build).
     package_parent = Path(wheelops.__file__).resolve().parent.parent
-    result = _python(["-m", "_native_checks"], TESTS, {"PYTHONPATH": str(package_parent)})
+    path = os.pathsep.join([str(package_parent), str(SPECS)])
+    result = _python(["-m", "_native_checks"], TESTS, {"PYTHONPATH": path})
     _assert_all_raised(result)
 
 
@@ -129,7 +131,7 @@ def test_dev_build_with_a_static_runtime_compiler(tmp_path, libraries):
     env = {
         "CXX": str(_static_runtime_compiler(tmp_path)),
         "WHEELOPS_JIT_CACHE": str(tmp_path / "cache"),
-        "PYTHONPATH": str(checkout),
+        "PYTHONPATH": os.pathsep.join([str(checkout), str(SPECS)]),
     }
     load = f"import wheelops.jit as j; print(j.load(cuda={libraries == 'all'}).cxx_runtime)"
 

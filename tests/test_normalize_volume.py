@@ -1,21 +1,33 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+import _example_log
 import pytest
 import torch
 from _helpers import DEVICES
+from _property_checks import (
+    assert_rejected,
+    assert_result_layout,
+)
+from _strategies import (
+    apply_layout,
+    integer_values,
+    layouts,
+    not_numbers,
+    python_numbers,
+    seeds,
+    shapes,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from opspecs.normalize_volume import reference
+from opspecs.normalize_volume import reference as normalize_volume_reference
 
 import wheelops
 
 ALL_VALUES = torch.arange(65536, dtype=torch.int32).to(torch.uint16)
-
-
-def reference(vol: torch.Tensor, max_value: float) -> torch.Tensor:
-    # The float64 quotient of two float32 values rounds to the correctly
-    # rounded float32 quotient (53 >= 2 * 24 + 2 bits), so this is exact.
-    divisor = torch.tensor(float(max_value), dtype=torch.float32).item()
-    return (vol.cpu().to(torch.int32).double() / divisor).float()
 
 
 def random_volume(shape: tuple[int, ...], device: str, seed: int = 0) -> torch.Tensor:
@@ -102,32 +114,6 @@ def test_compile_fullgraph(device):
     assert torch.equal(fn(vol).cpu(), reference(vol, 4095) * 2)
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        ((torch.zeros(4, dtype=torch.int16), 1.0), TypeError, "'vol' has dtype torch.int16"),
-        ((torch.zeros(4, dtype=torch.int32), 1.0), TypeError, "expected torch.uint16"),
-        ((torch.zeros(4), 1.0), TypeError, "expected torch.uint16"),
-        (([0, 1, 2], 1.0), TypeError, "'vol' must be a torch.Tensor, got list"),
-        ((ALL_VALUES, 0), ValueError, "'max_value' must be positive and finite"),
-        ((ALL_VALUES, 0.0), ValueError, "'max_value' must be positive"),
-        ((ALL_VALUES, -4095), ValueError, "'max_value' must be positive"),
-        ((ALL_VALUES, math.nan), ValueError, "'max_value' must be positive and finite"),
-        ((ALL_VALUES, math.inf), ValueError, "'max_value' must be positive and finite"),
-        ((ALL_VALUES, 1e39), ValueError, "finite in float32"),
-        ((ALL_VALUES, 1e-46), ValueError, "positive and finite in float32"),
-        ((ALL_VALUES, 10**400), ValueError, "finite in float32"),
-        ((ALL_VALUES, "4095"), TypeError, "'max_value' must be a Python int or float, got str"),
-        ((ALL_VALUES, True), TypeError, "'max_value' must be a Python int or float, got bool"),
-        ((ALL_VALUES, torch.tensor(4095.0)), TypeError, "got Tensor"),
-        ((ALL_VALUES, None), TypeError, "got NoneType"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.normalize_volume(*args)
-
-
 def test_native_checks_reject_bad_input_too():
     op = torch.ops.wheelops.normalize_volume.default
     with pytest.raises(RuntimeError, match="'vol' has dtype Short; expected uint16"):
@@ -206,7 +192,7 @@ def test_more_than_2_pow_31_elements():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_regression_max_value_just_above_float32_max_rounds_to_it(device):
-    # Found by test_properties.py::test_normalize_volume (and its max_value
+    # Found by the property test test_property_normalize_volume (and its max_value
     # contract test): the docstring accepts any max_value that is finite once
     # rounded to float32, but the Python and native checks rejected everything
     # above the largest float32, though up to 2**128 - 2**103 (exclusive) it
@@ -228,3 +214,89 @@ def test_regression_max_value_just_above_float32_max_rounds_to_it(device):
             wheelops.normalize_volume(vol, max_value)
     with pytest.raises(RuntimeError, match="'max_value' must be positive and finite"):
         torch.ops.wheelops.normalize_volume.default(vol, 2.0**128 - 2.0**103)
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+FLOAT32_MAX = torch.finfo(torch.float32).max
+# Round to nearest even: 2**-150 (half the smallest subnormal) rounds to 0, and
+# 2**128 - 2**103 (FLOAT32_MAX plus half its ulp) to inf; between, a finite float32.
+ROUNDS_TO_ZERO = Fraction(2) ** -150
+ROUNDS_TO_INF = Fraction(2) ** 128 - Fraction(2) ** 103
+
+
+def finite_positive_in_float32(max_value: object) -> bool:
+    """normalize_volume's contract: float(max_value), rounded to float32, is positive and finite."""
+    if isinstance(max_value, bool) or not isinstance(max_value, (int, float)):
+        return False
+    try:
+        value = float(max_value)
+    except OverflowError:
+        return False
+    return math.isfinite(value) and ROUNDS_TO_ZERO < Fraction(value) < ROUNDS_TO_INF
+
+
+MAX_VALUE_EDGES = [
+    1,
+    65535,
+    4095,
+    0.1,
+    7.3,
+    1e-30,
+    2.0**-149,
+    math.nextafter(2.0**-150, 1.0),
+    FLOAT32_MAX,
+    math.nextafter(FLOAT32_MAX, math.inf),
+    math.nextafter(float(ROUNDS_TO_INF), 0.0),
+    2**127,
+    1e38,
+]
+max_values = st.one_of(
+    st.sampled_from(MAX_VALUE_EDGES),
+    st.integers(1, 2**20),
+    st.floats(2.0**-149, 1e6),
+    st.floats(1e6, FLOAT32_MAX),
+)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_normalize_volume(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    shape = draw(shapes(device, max_rank=4))
+    max_value = draw(max_values, label="max_value")
+    vol = integer_values(shape, torch.uint16, 65536, device, draw(seeds))
+    vol = apply_layout(vol, draw(layouts(shape)))
+    _example_log.record("normalize_volume", device)
+
+    out = wheelops.normalize_volume(vol, max_value)
+    assert_result_layout(out, shape, torch.float32)
+    assert torch.equal(out.cpu(), normalize_volume_reference(vol, max_value))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(
+    max_value=st.one_of(
+        python_numbers(),
+        not_numbers(),
+        st.sampled_from(
+            [2.0**-150, float(ROUNDS_TO_INF), 2**128, -(2.0**-149), 1e39, 1e-46, *MAX_VALUE_EDGES]
+        ),
+    )
+)
+def test_property_normalize_volume_max_value_contract(device: str, max_value: object) -> None:
+    # Every value finite and positive once rounded to float32 is accepted, every
+    # other one rejected with an error naming max_value.
+    vol = torch.tensor([0, 1, 4095, 65535], dtype=torch.int32).to(torch.uint16).to(device)
+    _example_log.record("normalize_volume", device)
+    if finite_positive_in_float32(max_value):
+        out = wheelops.normalize_volume(vol, max_value)  # type: ignore[arg-type]
+        assert torch.equal(out.cpu(), normalize_volume_reference(vol, max_value))
+    else:
+        assert_rejected(
+            lambda: wheelops.normalize_volume(vol, max_value),  # type: ignore[arg-type]
+            "normalize_volume",
+            "max_value",
+        )

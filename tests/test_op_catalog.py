@@ -1,17 +1,34 @@
-"""The shared op catalogue (tests/_op_catalog.py) is complete and right."""
+"""The op descriptions (specs/opspecs) agree with wheelops: one per public op, every
+native schema named by one, and each one's answer eager PyTorch's."""
 
 from __future__ import annotations
 
+import opspecs
 import pytest
 import torch
 from _helpers import DEVICES
+from _native_checks import registered_ops
 from _op_catalog import CATALOG, NAMES, forward_backward, outputs
 
 import wheelops
 
 
-def test_catalog_has_every_public_op_once():
-    assert sorted(NAMES) == sorted(wheelops.ops.__all__)
+def test_one_description_per_public_op():
+    assert sorted(opspecs.NAMES) == sorted(wheelops.ops.__all__)
+
+
+def test_descriptions_name_every_native_op_and_only_those():
+    # A description names its native ops (the forward, the backward, or the ops it is
+    # built on, as lltm on lltm_gates): each is named after it, and together they are
+    # exactly the schemas of torch.ops.wheelops.
+    named = set()
+    for spec in opspecs.ALL:
+        native = {bad.op for bad in spec.native_bad_calls}
+        if spec.derivatives is not None:
+            native.add(spec.derivatives.backward_op)
+        assert all(op.startswith(spec.name) for op in native), (spec.name, native)
+        named |= native
+    assert named == registered_ops()
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import _example_log
 import pytest
 import torch
 from _helpers import (
@@ -11,6 +12,24 @@ from _helpers import (
     randn,
     strided_variants,
 )
+from _property_checks import (
+    assert_close_to_float64,
+    assert_rejected,
+    assert_result_layout,
+    elementwise_draws,
+    grad_leaf,
+)
+from _strategies import (
+    apply_layout,
+    layouts,
+    not_numbers,
+    python_floats,
+    python_numbers,
+    special_fractions,
+    sprinkle_specials,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 
 import wheelops
 
@@ -110,21 +129,6 @@ def test_opcheck(device):
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        ((torch.ones(3, dtype=torch.int32), 1.0), TypeError, "'x' has dtype torch.int32"),
-        ((torch.ones(3), "2"), TypeError, "'alpha' must be a Python float"),
-        ((torch.ones(3), True), TypeError, "'alpha' must be a Python float"),
-        ((torch.ones(3), torch.tensor(2.0)), TypeError, "'alpha' must be a Python float"),
-        (([1.0], 1.0), TypeError, "'x' must be a torch.Tensor"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.relu_scale(*args)
-
-
 @pytest.mark.gpu
 @pytest.mark.huge
 def test_more_than_2_pow_31_elements():
@@ -138,7 +142,7 @@ def test_more_than_2_pow_31_elements():
 
 
 def test_regression_alpha_int_beyond_float64_names_alpha():
-    # Found by test_properties.py::test_relu_scale_accepts_every_number_or_names_alpha:
+    # Found by test_property_relu_scale_accepts_every_number_or_names_alpha:
     # an int too large for a float escaped as float()'s bare OverflowError
     # ("int too large to convert to float"), naming neither op nor argument.
     x = torch.ones(3)
@@ -149,3 +153,63 @@ def test_regression_alpha_int_beyond_float64_names_alpha():
     huge = int(torch.finfo(torch.float64).max)
     expected = torch.full((3,), float(huge), dtype=torch.float64)
     assert torch.equal(wheelops.relu_scale(x.double(), huge), expected)
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+def alpha_in_compute_dtype(alpha: float, dtype: torch.dtype) -> float:
+    """alpha as the kernel multiplies by it: rounded to float32 unless x is float64.
+
+    As in eager ``torch.relu(x) * alpha``, an alpha beyond float32's range is
+    inf for float32/float16/bfloat16 x, so relu(x) = 0 times it is NaN.
+    """
+    compute = torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.tensor(float(alpha), dtype=torch.float64).to(compute).item()
+
+
+# alpha: any Python float (edges included) and ints, but those past float64.
+alphas = st.one_of(python_floats(), st.integers(-3, 3), st.integers(-(2**1000), 2**1000))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_relu_scale(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, shape, seed, scale = elementwise_draws(draw, device)
+    alpha = draw(alphas, label="alpha")
+    x = sprinkle_specials(randn(shape, dtype, device, seed, scale), seed, draw(special_fractions))
+    x = grad_leaf(apply_layout(x, draw(layouts(shape))))
+    _example_log.record("relu_scale", device)
+
+    out = wheelops.relu_scale(x, alpha)
+    assert_result_layout(out, shape, dtype)
+    x64 = x.detach().double()
+    rounded_alpha = alpha_in_compute_dtype(alpha, dtype)
+    assert_close_to_float64(out, torch.relu(x64) * rounded_alpha, equal_nan=True)
+    grad = randn(shape, dtype, device, seed + 1)
+    (grad_x,) = torch.autograd.grad(out, x, grad)
+    # Eager autograd in float64: at NaN the gradient passes, as torch.relu's does.
+    x64 = x64.requires_grad_()
+    (expected,) = torch.autograd.grad(torch.relu(x64) * rounded_alpha, x64, grad.double())
+    assert_close_to_float64(grad_x, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(alpha=st.one_of(python_numbers(), not_numbers()))
+def test_property_relu_scale_accepts_every_number_or_names_alpha(
+    device: str, alpha: object
+) -> None:
+    x = torch.tensor([-1.0, 0.0, 2.0], device=device)
+    _example_log.record("relu_scale", device)
+    try:
+        value = float(alpha)  # type: ignore[arg-type]
+        is_number = isinstance(alpha, (int, float)) and not isinstance(alpha, bool)
+    except (TypeError, ValueError, OverflowError):
+        is_number = False
+    if is_number:
+        expected = torch.relu(x.double()) * alpha_in_compute_dtype(value, x.dtype)
+        assert_close_to_float64(wheelops.relu_scale(x, alpha), expected, equal_nan=True)
+    else:
+        assert_rejected(lambda: wheelops.relu_scale(x, alpha), "relu_scale", "alpha")

@@ -1,17 +1,26 @@
 from __future__ import annotations
 
+import _example_log
 import pytest
 import torch
 from _helpers import DEVICES
+from _property_checks import (
+    assert_rejected,
+    assert_result_layout,
+)
+from _strategies import (
+    apply_layout,
+    integer_values,
+    layouts,
+    seeds,
+    sizes,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from opspecs.rgb_to_gray import reference
+from opspecs.rgb_to_gray import reference as rgb_to_gray_reference
 
 import wheelops
-
-
-def reference(img: torch.Tensor) -> torch.Tensor:
-    """torch.round (half to even) of the exact float64 value (299 R + 587 G + 114 B) / 1000."""
-    rgb = img.to(torch.int64)
-    n = 299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2]
-    return torch.round(n.double() / 1000).to(torch.uint8)
 
 
 def random_image(shape: tuple[int, ...], device: str, seed: int = 0) -> torch.Tensor:
@@ -150,31 +159,6 @@ def test_compile_fullgraph(device):
     torch.testing.assert_close(fn(img), reference(img).float() / 255)
 
 
-@pytest.mark.parametrize(
-    ("img", "error", "message"),
-    [
-        (torch.rand(4, 4, 3), TypeError, r"'img' has dtype torch.float32; expected torch.uint8"),
-        (torch.zeros(4, 4, 3, dtype=torch.int16), TypeError, "expected torch.uint8"),
-        (torch.zeros(4, 4, 4, dtype=torch.uint8), ValueError, r"\[H, W, 3\] or \[N, H, W, 3\]"),
-        (torch.zeros(4, 3, dtype=torch.uint8), ValueError, r"got \[4, 3\]"),
-        (torch.zeros(1, 1, 4, 4, 3, dtype=torch.uint8), ValueError, "'img' must have shape"),
-        ([[[0, 0, 0]]], TypeError, "'img' must be a torch.Tensor, got list"),
-    ],
-)
-def test_bad_input(img, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.rgb_to_gray(img)
-
-
-def test_native_checks_reject_bad_input_too():
-    with pytest.raises(RuntimeError, match="'img' has dtype Float; expected uint8"):
-        torch.ops.wheelops.rgb_to_gray.default(torch.rand(4, 4, 3))
-    with pytest.raises(RuntimeError, match=r"'img' must have shape .* got \[4, 4, 4\]"):
-        torch.ops.wheelops.rgb_to_gray.default(torch.zeros(4, 4, 4, dtype=torch.uint8))
-    with pytest.raises(RuntimeError, match=r"got \[4, 3\]"):
-        torch.ops.wheelops.rgb_to_gray.default(torch.zeros(4, 3, dtype=torch.uint8))
-
-
 @pytest.mark.gpu
 def test_4096_square_and_batched_on_gpu():
     img = random_image((4096, 4096, 3), "cuda", seed=1)
@@ -197,3 +181,57 @@ def test_side_stream():
         out = wheelops.rgb_to_gray(img)
     torch.cuda.current_stream().wait_stream(stream)
     assert torch.equal(out.cpu(), expected)
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+# An image's layouts: every generic one (permuted covers planar NCHW, sliced
+# on the last dim covers RGB of RGBX), and the channels of an RGBA image.
+RGBA = "rgb_of_rgba"
+
+
+def image_layout(img: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind != RGBA:
+        return img
+    rgba = torch.full((*img.shape[:-1], 4), 77, dtype=img.dtype, device=img.device)
+    rgba[..., :3] = img
+    return rgba[..., :3]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_rgb_to_gray(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    batch = draw(st.lists(sizes(6), max_size=1), label="batch")
+    height_width = draw(st.tuples(sizes(64), sizes(64)), label="height, width")
+    shape = (*batch, *height_width, 3)
+    img = integer_values(shape, torch.uint8, 256, device, draw(seeds))
+    img = apply_layout(img, draw(layouts(shape)))
+    img = image_layout(img, draw(st.sampled_from(["as laid out", RGBA])))
+    _example_log.record("rgb_to_gray", device)
+
+    out = wheelops.rgb_to_gray(img)
+    assert_result_layout(out, shape[:-1], torch.uint8)
+    assert torch.equal(out.cpu(), rgb_to_gray_reference(img.cpu()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_rgb_to_gray_rejects_bad_images(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    shape = draw(
+        st.lists(sizes(5), max_size=5)
+        .map(tuple)
+        .filter(lambda s: len(s) not in (3, 4) or s[-1] != 3)
+    )
+    dtype = draw(st.sampled_from([torch.int8, torch.int16, torch.float32, torch.uint16]))
+    _example_log.record("rgb_to_gray", device)
+    assert_rejected(
+        lambda: wheelops.rgb_to_gray(torch.zeros(shape, dtype=torch.uint8, device=device)),
+        "rgb_to_gray",
+        "img",
+    )
+    good = torch.zeros(2, 2, 3, dtype=dtype, device=device)
+    assert_rejected(lambda: wheelops.rgb_to_gray(good), "rgb_to_gray", "img")

@@ -10,7 +10,8 @@ is checked, chunk by chunk, against an eager reference computed on the GPU,
 and the rows or pixels around element 2**31 and at the end are checked once
 more against a float64 reference computed on the CPU.
 
-Where the > 2**31 check of each op lives (F: forward, B: backward):
+Where the > 2**31 check of each op lives (F: forward, B: backward); an op not in
+the table checks it in its own file, test_<op>.py::test_more_than_2_pow_31_elements:
 
 op                test (F/B; what is checked)
 ----------------  ------------------------------------------------------------
@@ -30,12 +31,8 @@ softmax           test_softmax.py::test_more_than_2_pow_31_elements (F + B;
                   1024-long rows, zeros but the last row); here
                   test_softmax_over_2_pow_31 (F + B through autograd; every
                   element; rows of 32768 and of 262144, the two-pass path)
-silu_and_mul      test_silu_and_mul.py::test_more_than_2_pow_31_elements (F + B;
-                  zeros but four rows, every element checked)
 rgb_to_gray       here test_rgb_to_gray_over_2_pow_31 (F, no grad; every pixel;
                   interleaved and planar input)
-normalize_volume  test_normalize_volume.py::test_more_than_2_pow_31_elements
-                  (F, no grad; every voxel)
 lltm              here test_lltm_gates_over_2_pow_31 (F + B of the fused gate
                   kernel, batch x 3 state > 2**31; every element; the GEMMs
                   around it are torch's cuBLAS calls)
@@ -69,6 +66,7 @@ from _norm_helpers import (
     rms_norm_reference,
 )
 from _op_catalog import BY_NAME, forward_backward
+from opspecs.rms_norm import EPS as RMS_NORM_EPS
 
 import wheelops
 
@@ -616,7 +614,7 @@ def test_long_rows_near_2_pow_18(op: str, cols: int, dtype: torch.dtype) -> None
         assert_layer_norm_grad_x_close(grads[0], ref[0], x, weight, grad, 1e-5, scale=4.0)
         assert_column_sum(grads[2], ref[2], 3)
     else:
-        eps = torch.finfo(torch.float32).eps
+        eps = RMS_NORM_EPS  # the description's call, case.run, passes it
         assert_close_tol(out, rms_norm_reference(x, weight, eps))
         ref = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, eps), grad, x, weight)
         assert_close_tol(grads[0], ref[0], scale=4.0)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import math
+
+import _example_log
 import pytest
 import torch
 from _helpers import (
@@ -11,6 +14,27 @@ from _helpers import (
     randn,
     strided_variants,
 )
+from _property_checks import (
+    assert_close_to_float64,
+    assert_rejected,
+    assert_result_layout,
+    float_dtypes,
+    grad_leaf,
+)
+from _strategies import (
+    apply_layout,
+    layouts,
+    row_lengths,
+    scales,
+    seeds,
+    shapes,
+    special_fractions,
+    sprinkle_specials,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from opspecs.softmax import AUTOGRAD_TOLERANCE
+from opspecs.softmax import AUTOGRAD_TOLERANCE as SOFTMAX_AUTOGRAD_TOLERANCE
 
 import wheelops
 
@@ -29,16 +53,6 @@ def reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 def reference_backward(grad: torch.Tensor, out: torch.Tensor, dim: int) -> torch.Tensor:
     g, y = grad.double(), out.double()
     return y * (g - (g * y).sum(dim, keepdim=True))
-
-
-# Low precision: the saved output is rounded to the dtype before the backward
-# uses it (as in eager), so the gradient of x carries that rounding too.
-AUTOGRAD_TOLERANCE = {
-    torch.float64: (1e-12, 1e-10),
-    torch.float32: (2e-6, 2e-5),
-    torch.float16: (3e-3, 3e-3),
-    torch.bfloat16: (2e-2, 2e-2),
-}
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -251,38 +265,6 @@ def test_module_matches_torch_nn_softmax(device):
         wheelops.nn.Softmax(None)
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "message"),
-    [
-        (([1.0, 2.0],), TypeError, "'x' must be a torch.Tensor, got list"),
-        ((torch.ones(2, 3, dtype=torch.int64),), TypeError, "'x' has dtype torch.int64"),
-        ((torch.ones(2, 3), 2), ValueError, r"'dim' must be in \[-2, 1\].*got 2"),
-        ((torch.ones(2, 3), -3), ValueError, r"'dim' must be in \[-2, 1\].*got -3"),
-        ((torch.ones(2, 3), 1.0), TypeError, "'dim' must be an int, got float"),
-        ((torch.ones(2, 3), True), TypeError, "'dim' must be an int, got bool"),
-        ((torch.ones(2, 3), None), TypeError, "'dim' must be an int, got NoneType"),
-    ],
-)
-def test_bad_input(args, error, message):
-    with pytest.raises(error, match=message):
-        wheelops.softmax(*args)
-
-
-def test_native_checks_reject_bad_input_too():
-    softmax = torch.ops.wheelops.softmax.default
-    backward = torch.ops.wheelops.softmax_backward.default
-    with pytest.raises(RuntimeError, match=r"softmax: argument 'dim' must be in \[-2, 1\]"):
-        softmax(torch.ones(2, 3), 5)
-    with pytest.raises(RuntimeError, match="argument 'x' has dtype Long"):
-        softmax(torch.ones(2, 3, dtype=torch.int64), -1)
-    with pytest.raises(RuntimeError, match="'grad' and 'out' must have the same shape"):
-        backward(torch.ones(3, 3), torch.ones(2, 3), -1)
-    with pytest.raises(RuntimeError, match="'grad' and 'out' must have the same dtype"):
-        backward(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3), -1)
-    with pytest.raises(RuntimeError, match="softmax_backward: argument 'dim' must be in"):
-        backward(torch.ones(2, 3), torch.ones(2, 3), 2)
-
-
 @pytest.mark.gpu
 def test_mixed_devices_rejected():
     with pytest.raises(RuntimeError, match="'grad' and 'out' must be on the same device"):
@@ -349,3 +331,58 @@ def test_more_than_2_pow_31_elements():
     assert_matches_reference(grad_x[-1], reference_backward(x[-1], out[-1], -1))
     del x, out, grad_x
     torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_softmax(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    dtype, seed, scale = draw(float_dtypes()), draw(seeds), draw(scales)
+    shape = draw(shapes(device, max_rank=4, last=row_lengths(device)))
+    rank = max(len(shape), 1)
+    dim = draw(st.integers(-rank, rank - 1), label="dim")
+    x = randn(shape, dtype, device, seed, 3 * scale)
+    x = sprinkle_specials(x, seed, draw(special_fractions))
+    if draw(st.booleans(), label="one slice all -inf") and x.dim() > 0 and x.numel() > 0:
+        index = [slice(None)] * x.dim()
+        index[draw(st.integers(0, x.dim() - 1))] = 0
+        x[tuple(index)] = -math.inf
+    x = grad_leaf(apply_layout(x, draw(layouts(shape))))
+    _example_log.record("softmax", device)
+
+    out = wheelops.softmax(x, dim)
+    assert_result_layout(out, shape, dtype)
+    x64 = x.detach().double().requires_grad_()
+    expected = torch.softmax(x64, dim)
+    assert_close_to_float64(out, expected.detach(), equal_nan=True)
+    grad = randn(shape, dtype, device, seed + 1)
+    (grad_x,) = torch.autograd.grad(out, x, grad)
+    (expected_grad,) = torch.autograd.grad(expected, x64, grad.double())
+    assert_close_to_float64(
+        grad_x, expected_grad, SOFTMAX_AUTOGRAD_TOLERANCE[dtype], equal_nan=True
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_property_softmax_rejects_bad_dim(device: str, data: st.DataObject) -> None:
+    draw = data.draw
+    shape = draw(shapes(device, max_rank=4))
+    rank = max(len(shape), 1)
+    dim = draw(
+        st.one_of(
+            st.integers().filter(lambda d: not -rank <= d < rank),
+            st.floats(),
+            st.booleans(),
+            st.none(),
+            st.just("0"),
+        ),
+        label="bad dim",
+    )
+    _example_log.record("softmax", device)
+    x = torch.zeros(shape, device=device)
+    assert_rejected(lambda: wheelops.softmax(x, dim), "softmax", "dim")

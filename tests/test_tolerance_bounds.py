@@ -3,8 +3,8 @@
 Weight and bias gradients (sums over rows) were checked at the dtype's tolerance
 times sqrt(rows): at 4096 rows a bfloat16 gradient ~51% off passed, and above ~15,600
 rows a gradient of zero. Their checkers now derive each bound from how the sum is
-computed (tests/_norm_helpers.py's column_sum_allowance, test_bias_gelu's
-assert_grad_bias_close, test_lltm's lltm_allowed). Here each one, at the largest row
+computed (tests/_norm_helpers.py's column_sum_allowance, _bias_gelu_bounds'
+assert_grad_bias_close, _lltm_bounds' lltm_allowed). Here each one, at the largest row
 count its tests use (the GPU tests' included: a checker is pure math, so it runs on
 the CPU on the GPU test's own inputs or on synthetic ones of that size), rejects the
 float64 reference times 1.05 and a zero gradient, and passes the CPU kernel's answer
@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from _bias_gelu_bounds import assert_grad_bias_close
 from _helpers import randn
+from _lltm_bounds import LLTM_INPUTS, assert_lltm_close, lltm_allowed
 from _norm_helpers import (
     assert_layer_norm_grad_weight_close,
     assert_norm_bias_grad_close,
@@ -28,15 +30,8 @@ from _norm_helpers import (
     assert_within,
     float64_grads,
 )
-from test_bias_gelu import assert_grad_bias_close
-from test_bias_gelu import reference_grads as bias_gelu_reference_grads
-from test_lltm import (
-    LLTM_INPUTS,
-    assert_lltm_close,
-    float64_results,
-    lltm_allowed,
-    make_inputs,
-)
+from opspecs.bias_gelu import reference_grads as bias_gelu_reference_grads
+from opspecs.lltm import float64_results, make_inputs
 
 import wheelops
 

@@ -31,7 +31,8 @@ END = "<!-- reliability tables: end -->"
 # (column, file stem or None for any, a pattern the test name must match).
 # The first match wins, so the specific rows come first.
 COLUMNS: list[tuple[str, str | None, str]] = [
-    ("property", "test_properties", ""),
+    ("property", "test_properties", ""),  # the norms'
+    ("property", None, r"^test_property_"),  # every other op's, in its own test file
     ("side stream", "test_streams_graphs", "stream"),
     ("CUDA graph", "test_streams_graphs", "graph"),
     ("reduce-overhead", "test_streams_graphs", "reduce_overhead"),
