@@ -344,7 +344,7 @@ def render() -> str:
         "`python -m wheelops` exits 0):\n\n"
         f"{table(IN_THE_REPORT)}\n\n"
         "**In a source checkout with nothing built** (`import wheelops` works, so that "
-        "`python -m wheelops.jit` can build; the ops raise until then; `python -m wheelops` "
+        "`python -m build_tools.dev` can build; the ops raise until then; `python -m wheelops` "
         "exits 1):\n\n"
         f"{table(IN_A_CHECKOUT)}"
     )

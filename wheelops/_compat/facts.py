@@ -66,7 +66,7 @@ class BuildInfo:
     cuda_libraries: tuple[CudaLibraryInfo, ...] = ()  # one per CUDA major at most
     built_as: str | None = None  # the matrix variant the build was for; None: from the CUDA
     cxx_runtime: str | None = None  # "libstdc++.so.6 (shared)"
-    dev_mode: bool = False  # built by wheelops.jit rather than by a wheel build
+    dev_mode: bool = False  # built by build_tools.dev (dev mode) rather than by a wheel build
 
     @property
     def variant(self) -> str:

@@ -116,7 +116,7 @@ def build_info() -> BuildInfo:
     if isinstance(facts, UnreadableBuildInfo):
         raise RuntimeError(
             f"wheelops has no build facts: {facts.path} is {facts.state}. "
-            + ("Build in place with `python -m wheelops.jit`." if facts.checkout else "")
+            + ("Build in place with `python -m build_tools.dev`." if facts.checkout else "")
         )
     return facts
 
@@ -295,7 +295,7 @@ def require(op: str) -> None:
     shadowed = other_installs(PACKAGE_DIR)  # only on this error path, never at import
     raise RuntimeError(
         f"wheelops.{op}: the wheelops native libraries are not built. In a source "
-        "checkout run `python -m wheelops.jit` (or call wheelops.jit.load()); "
+        "checkout run `python -m build_tools.dev` (or call build_tools.dev.load()); "
         "otherwise reinstall with `pip install --force-reinstall --no-deps wheelops`."
         + (f" Not used, because {PACKAGE_DIR} comes first on sys.path: "
            + "; ".join(shadowed) if shadowed else "")

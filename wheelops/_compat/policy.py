@@ -352,7 +352,7 @@ class _Rules:
             return Finding(
                 "native libraries", Status.FATAL, "not built", "source checkout",
                 "this is a source checkout whose native libraries are not built",
-                ("python -m wheelops.jit",),
+                ("python -m build_tools.dev",),
             )  # fmt: skip
         return Finding(
             "build facts",
