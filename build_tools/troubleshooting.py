@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from build_tools.compat import dlerror, facts, matrix, policy, record
+from build_tools import matrix
+from build_tools.compat import dlerror, facts, policy, record
 
 SITE = "/venv/lib/python3.12/site-packages/wheelops"
 CPU_FILE = f"{SITE}/_ops_cpu.abi3.so"
