@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ from .facts import (
     this_process,
 )
 from .matrix import matrix
-from .policy import Finding, LibraryFile, Report, Status, evaluate, gpu_finding
+from .policy import Finding, Inputs, LibraryFile, Report, Status, evaluate, gpu_finding
 
 if TYPE_CHECKING:
     import torch
@@ -79,7 +79,7 @@ class Loaded:
 class _State:
     """The one record of what loading found: the inputs `evaluate` saw, and the outcome."""
 
-    inputs: dict[str, Any] = field(default_factory=dict)
+    inputs: Inputs | None = None
     report: Report | None = None
     loaded: Loaded | None = None
     error: CompatibilityError | None = None
@@ -112,7 +112,8 @@ def state() -> _State:
 def build_info() -> BuildInfo:
     """The build facts of this wheelops: see BuildInfo. Raises RuntimeError where they
     cannot be read (an unbuilt source checkout, a damaged install)."""
-    facts = _state.inputs.get("build") or read_build_info(PACKAGE_DIR / BUILD_INFO_FILE)
+    facts = _state.inputs.build if _state.inputs else None
+    facts = facts or read_build_info(PACKAGE_DIR / BUILD_INFO_FILE)
     if isinstance(facts, UnreadableBuildInfo):
         raise RuntimeError(
             f"wheelops has no build facts: {facts.path} is {facts.state}. "
@@ -131,7 +132,7 @@ def load_installed(strict: bool = True) -> Loaded | None:
         return _state.loaded
     build, cpu, cuda = installed()
     if isinstance(build, UnreadableBuildInfo) and build.checkout:
-        _state.inputs = {"build": build, "files": []}
+        _state.inputs = Inputs(build)
         return None
     return load_libraries(build, cpu, cuda, strict=strict, verify=True)
 
@@ -171,24 +172,29 @@ def load_libraries(
             f"wheelops native libraries are already loaded from {_state.loaded.cpu}: a "
             "process loads them once; start a new process to load another build"
         )
-    files = library_files(cpu, cuda)
-    failures: dict[str, LoadFailure] = {}
-    changed: dict[str, str] = {}
-    _state.inputs = {"build": build, "files": files, "load_failures": failures,
-                     "guard": guard_enabled(), "cuda_override": cuda_override(),
-                     "changed_libraries": changed,
-                     "installed_version": record.installed_version(PACKAGE_DIR)}  # fmt: skip
+    _state.inputs = Inputs(
+        build,
+        files=library_files(cpu, cuda),
+        load_failures={},
+        guard=guard_enabled(),
+        cuda_override=cuda_override(),
+        changed_libraries={},
+        installed_version=record.installed_version(PACKAGE_DIR),
+    )
     report = _evaluate()
     if verify:  # a library that is not the wheel's may abort the process once mapped
+        changed = {}
         for candidate in report.to_load:
             damage = record.library_damage(PACKAGE_DIR, Path(candidate.path))
             if damage is not None:
                 changed[candidate.role] = damage
-        report = _evaluate() if changed else report
+        if changed:
+            _state.inputs = replace(_state.inputs, changed_libraries=changed)
+            report = _evaluate()
     for candidate in report.to_load:
         failure = _dlopen(Path(candidate.path), build, candidate.role)
         if failure is not None:
-            failures[candidate.role] = failure
+            _state.inputs = replace(_state.inputs, load_failures={candidate.role: failure})
             report = _evaluate()
             break
     _state.report = report
@@ -204,7 +210,20 @@ def load_libraries(
 
 
 def _evaluate(**extra: Any) -> Report:
-    return evaluate(runtime=this_process(), matrix=matrix(), **_state.inputs, **extra)
+    """`evaluate` over what loading found (where loading never began: the build facts)."""
+    found = _state.inputs or Inputs(installed()[0])
+    return evaluate(
+        found.build,
+        this_process(),
+        matrix(),
+        files=found.files,
+        load_failures=found.load_failures,
+        guard=found.guard,
+        cuda_override=found.cuda_override,
+        changed_libraries=found.changed_libraries,
+        installed_version=found.installed_version,
+        **extra,
+    )
 
 
 def report_with_devices(

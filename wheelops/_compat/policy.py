@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .archs import describe, kernel_for
-from .dlerror import LoadFailure
+from .dlerror import Cause, LoadFailure
 from .early import python_rule
 from .facts import (
     BuildInfo,
@@ -121,6 +121,21 @@ def role_name(role: str) -> str:
 
 def cuda_role(library: CudaLibraryInfo) -> str:
     return f"cuda{library.major}"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the loader found and hands to `evaluate`, beside this process's facts and the
+    matrix (see evaluate for each): one record, kept as the loader's state, so that the
+    doctor's report evaluates exactly what import did."""
+
+    build: BuildInfo | UnreadableBuildInfo
+    files: Sequence[LibraryFile] = ()
+    load_failures: Mapping[str, LoadFailure] | None = None
+    guard: bool = True
+    cuda_override: str | None = None
+    changed_libraries: Mapping[str, str] | None = None
+    installed_version: str | None = None
 
 
 def evaluate(
@@ -272,6 +287,63 @@ def _torch_label(torch_version: str) -> str | None:
     """The local version label of a torch wheel names its index: 2.9.0+cu126 -> cu126."""
     _, plus, label = torch_version.partition("+")
     return label if plus and label.startswith(("cu", "cpu", "rocm", "xpu")) else None
+
+
+class Fix(enum.Enum):
+    """Which commands fix a loader failure (Rules.fix writes them for the build)."""
+
+    REINSTALL = "reinstall the same wheel"
+    UPGRADE_TORCH = "a torch at least the build's"
+    VARIANT = "the wheelops variant of this torch, or the torch of this variant"
+    CUBLAS = "a cuBLAS at least the build's, or a newer torch"
+    NONE = "no command: the advice says what to change"
+
+
+@dataclass(frozen=True)
+class Remedy:
+    advice: str  # appended to the failure's summary; may name {missing}, {built}, {major}
+    fix: Fix
+
+
+_NEWER_CUBLAS = Remedy(
+    " (built with cuBLAS {built}); install cuBLAS {major} at least as new, "
+    "as torch's CUDA wheels do",
+    Fix.CUBLAS,
+)
+# Every cause of a loader failure (dlerror.Cause), its advice and its fix: the one table.
+REMEDIES: Mapping[Cause, Remedy] = {
+    Cause.MISSING_FILE: Remedy("", Fix.REINSTALL),
+    Cause.CORRUPT_FILE: Remedy("", Fix.REINSTALL),
+    Cause.MISSING_LIBRARY: Remedy("", Fix.REINSTALL),
+    Cause.UNDEFINED_SYMBOL: Remedy("", Fix.REINSTALL),
+    Cause.UNKNOWN: Remedy("", Fix.REINSTALL),
+    Cause.TORCH_TOO_OLD: Remedy("", Fix.UPGRADE_TORCH),
+    Cause.TORCH_LIBRARIES: Remedy(
+        "; import torch before wheelops, or reinstall torch", Fix.UPGRADE_TORCH
+    ),
+    Cause.TORCH_ABI: Remedy("", Fix.VARIANT),
+    Cause.CUDA_MAJOR: Remedy("", Fix.VARIANT),
+    Cause.CUDA_MINOR: Remedy("", Fix.VARIANT),
+    Cause.CUBLAS_MISSING: _NEWER_CUBLAS,
+    Cause.CUBLAS_TOO_OLD: _NEWER_CUBLAS,
+    Cause.LIBSTDCXX: Remedy(
+        "; run on a system with GCC >= 13's libstdc++ (e.g. Ubuntu 24.04), or in a "
+        "conda environment: conda install -c conda-forge 'libstdcxx-ng>=13'",
+        Fix.NONE,
+    ),
+    Cause.GLIBC: Remedy(
+        "; run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)", Fix.NONE
+    ),
+    Cause.DEPENDENCY_DAMAGED: Remedy(
+        "; replace or remove the damaged {missing} (the loader took it from "
+        "LD_LIBRARY_PATH or the system's library directories, before torch's own "
+        "copy); reinstalling wheelops would not help",
+        Fix.NONE,
+    ),
+    Cause.ELF_CLASS: Remedy(
+        "; use a 64-bit Python (wheelops publishes 64-bit wheels only)", Fix.NONE
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -540,49 +612,20 @@ class _Rules:
                        problem, message, fix)  # fmt: skip
 
     def load_failure(self, build: BuildInfo, role: str, failure: LoadFailure) -> Finding:
-        cause, advice = failure.cause, ""
-        fix: tuple[str, ...] = (self.reinstall(build),)
-        if self.override is not None and role != "cpu":
+        if self.override is not None and role != "cpu":  # the expert's choice comes first
             advice = (
                 f"; WHEELOPS_CUDA_LIBRARY={self.override} asked for this library: unset it "
                 "to load the library of torch's CUDA"
             )
-            fix = ("unset WHEELOPS_CUDA_LIBRARY",)
-        elif cause == "torch-too-old":
-            fix = (self.upgrade_torch(build),)
-        elif cause == "libstdcxx":
-            advice = (
-                "; run on a system with GCC >= 13's libstdc++ (e.g. Ubuntu 24.04), or in a "
-                "conda environment: conda install -c conda-forge 'libstdcxx-ng>=13'"
-            )
-            fix = ()
-        elif cause == "glibc":
-            advice = "; run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)"
-            fix = ()
-        elif cause == "dependency-damaged":
-            advice = (
-                f"; replace or remove the damaged {failure.missing} (the loader took it from "
-                "LD_LIBRARY_PATH or the system's library directories, before torch's own "
-                "copy); reinstalling wheelops would not help"
-            )
-            fix = ()
-        elif cause == "elf-class":
-            advice = "; use a 64-bit Python (wheelops publishes 64-bit wheels only)"
-            fix = ()
-        elif cause == "torch-libraries":
-            advice = "; import torch before wheelops, or reinstall torch"
-            fix = (self.upgrade_torch(build),)
-        elif cause in ("torch-abi", "cuda-major", "cuda-minor"):
-            fix = self.variant_fix(build.stable_abi_floor)
-        elif cause in ("cublas-missing", "cublas-too-old"):
-            library = next(lib for lib in build.cuda_libraries if cuda_role(lib) == role)
-            built = library.cublaslt_version or library.cuda_version
-            advice = (
-                f" (built with cuBLAS {built}); install cuBLAS {library.major} at least as new, "
-                "as torch's CUDA wheels do"
-            )
-            package = "nvidia-cublas-cu12" if library.major == 12 else "nvidia-cublas"
-            fix = (f'pip install --upgrade "{package}>={built}"', self.upgrade_torch(build))
+            fix: tuple[str, ...] = ("unset WHEELOPS_CUDA_LIBRARY",)
+        else:
+            remedy = REMEDIES[failure.cause]
+            values: dict[str, Any] = {"missing": failure.missing}
+            if remedy.fix is Fix.CUBLAS:
+                library = next(lib for lib in build.cuda_libraries if cuda_role(lib) == role)
+                values.update(built=library.cublaslt_version or library.cuda_version,
+                              major=library.major)  # fmt: skip
+            advice, fix = remedy.advice.format(**values), self.fix(remedy.fix, build, values)
         return Finding(
             f"load {role_name(role)} library",
             Status.FATAL,
@@ -591,6 +634,20 @@ class _Rules:
             f"{failure.summary}{advice}. The loader said: {failure.raw}",
             fix,
         )
+
+    def fix(self, kind: Fix, build: BuildInfo, values: Mapping[str, Any]) -> tuple[str, ...]:
+        """The commands of one kind of fix for this build."""
+        if kind is Fix.REINSTALL:
+            return (self.reinstall(build),)
+        if kind is Fix.UPGRADE_TORCH:
+            return (self.upgrade_torch(build),)
+        if kind is Fix.VARIANT:
+            return self.variant_fix(build.stable_abi_floor)
+        if kind is Fix.CUBLAS:
+            package = "nvidia-cublas-cu12" if values["major"] == 12 else "nvidia-cublas"
+            return (f'pip install --upgrade "{package}>={values["built"]}"',
+                    self.upgrade_torch(build))  # fmt: skip
+        return ()
 
     def installed_files(
         self, build: BuildInfo | UnreadableBuildInfo, damage: Sequence[FileDamage | str]
