@@ -22,6 +22,7 @@ import torch
 
 import wheelops
 from build_tools import build_facts, cublaslt, cxx_runtime, flags, native_sources
+from build_tools.arch_list import ArchList
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.plan import prepare_cuda_build
 from wheelops._compat import loader
@@ -60,7 +61,8 @@ def _gpu_arch_list() -> str | None:
     return ";".join(f"{major}.{minor}" for major, minor in caps)
 
 
-def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
+def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: bool) -> Path:
+    flags.use_toolkit(toolkit)
     # torch's JIT links "-lcudart", which needs an unversioned libcudart.so.
     link_dir = cache / "cudart"
     link_dir.mkdir(parents=True, exist_ok=True)
@@ -72,15 +74,13 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
 
     from torch.utils import cpp_extension
 
-    # Also when cpp_extension was imported before CUDA_HOME was exported.
-    cpp_extension.CUDA_HOME = str(toolkit.home)
     (cache / "cuda").mkdir(parents=True, exist_ok=True)
     lt = cublaslt.find(toolkit)  # fused_linear_gelu's GEMMs
     path = cpp_extension.load(
         name="wheelops_ops_cuda",
         sources=[str(p) for p in native_sources.cuda_sources()],
         extra_cflags=flags.cxx_flags(),
-        extra_cuda_cflags=flags.nvcc_flags(),
+        extra_cuda_cflags=[*flags.nvcc_flags(), *flags.gencode_flags(archs)],
         extra_include_paths=[
             str(native_sources.INCLUDE_DIR),
             str(toolkit.include_dir),
@@ -116,8 +116,6 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     _require_checkout()
     toolkit, archs = None, None
     if _cuda_torch() if cuda is None else cuda:
-        # Before torch.utils.cpp_extension is first imported: it settles
-        # CUDA_HOME then, from PATH if unset, and a build never uses PATH's nvcc.
         toolkit, archs = prepare_cuda_build(torch.version.cuda, _gpu_arch_list())
     from torch.utils import cpp_extension
 
@@ -134,7 +132,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
         is_python_module=False,
         verbose=verbose,
     )
-    cuda_path = _build_cuda(cache, toolkit, verbose) if toolkit else None
+    cuda_path = _build_cuda(cache, toolkit, archs, verbose) if toolkit and archs else None
     built = [Path(cpu_path), *([cuda_path] if cuda_path else [])]
     cuda = []
     if toolkit and archs and cuda_path:
