@@ -1,7 +1,8 @@
 """The compatibility policy: one pure `evaluate` decides what loads, and says why.
 
-Every rule lives here (README's Compatibility table, plus the build facts, the
-library files, the loader's failures, the driver and the GPUs). `evaluate`
+Every rule lives here (docs/design.md, "Check before load, explain after failure", and
+README's Compatibility table, plus the build facts, the library files, the loader's
+failures, the driver and the GPUs). `evaluate`
 takes recorded facts and returns a Report: each candidate library accepted or
 rejected with its reason, every finding with both sides and the commands that
 fix it, the verdict and the exit status. Nothing here loads a library or
