@@ -489,10 +489,10 @@ def test_a_missing_cublaslt_is_fixed_by_installing_cublas_not_by_another_variant
 
 
 def test_every_loader_failure_cause_has_one_remedy():
-    # One table (policy.REMEDIES) says what each cause of a loader refusal advises and fixes.
+    # One table (policy.remedies()) says what each cause of a loader refusal advises and fixes.
     from wheelops._compat.dlerror import Cause
-    from wheelops._compat.policy import REMEDIES
+    from wheelops._compat.policy import remedies
 
-    assert set(REMEDIES) == set(Cause)
-    for cause, remedy in REMEDIES.items():
+    assert set(remedies()) == set(Cause)
+    for cause, remedy in remedies().items():
         assert remedy.advice.format(missing="libx.so", built="13.0.1", major=13) is not None, cause

@@ -62,6 +62,8 @@ class Cause(str, enum.Enum):
 
 @dataclass(frozen=True)
 class LoadFailure:
+    """What the loader said about one library, classified."""
+
     cause: Cause  # see classify(); the identifier's text is accepted too
     summary: str  # one sentence naming the cause and both sides
     raw: str  # the loader's own words

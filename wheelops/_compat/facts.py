@@ -123,6 +123,8 @@ def read_build_info(path: Path, checkout: bool = False) -> BuildInfo | Unreadabl
 
 @dataclass(frozen=True)
 class RuntimeFacts:
+    """This process (or a C++ program's LibTorch): what the build facts are compared with."""
+
     python_version: str | None  # None: a C++ program (it links LibTorch, not Python)
     machine: str
     torch_version: str | None  # None: torch is not installed
@@ -264,6 +266,8 @@ def _label_runtime(version: str) -> tuple[str | None, str | None, str | None]:
 
 @dataclass(frozen=True)
 class Gpu:
+    """One CUDA device, as torch sees it (read at its first CUDA use, never at import)."""
+
     index: int
     name: str
     capability: tuple[int, int]

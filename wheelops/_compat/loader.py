@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import elf, record
-from .dlerror import LoadFailure, classify, dlopen_error
 from .early import CompatibilityError, UnsupportedGPUError
 from .early import finding_lines as _finding_lines
 from .facts import (
@@ -34,6 +33,8 @@ from .policy import Finding, Inputs, LibraryFile, Report, Status, evaluate, gpu_
 
 if TYPE_CHECKING:
     import torch
+
+    from .dlerror import LoadFailure
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 CMAKE_PREFIX = PACKAGE_DIR / "share" / "cmake"  # holds wheelops/wheelopsConfig.cmake
@@ -53,8 +54,10 @@ def cuda_override() -> str | None:
     return os.environ.get(CUDA_LIBRARY_ENV, "").strip() or None
 
 
-@dataclass
+@dataclass(eq=False)  # the one record of a process's libraries: never compared
 class Loaded:
+    """The libraries this process loaded, and the report that let them load."""
+
     cpu: Path
     cuda: Path | None
     report: Report
@@ -75,7 +78,7 @@ class Loaded:
         return finding.message + "".join(f". Fix: {c}" for c in finding.fix[:1])
 
 
-@dataclass
+@dataclass(eq=False)
 class _State:
     """The one record of what loading found: the inputs `evaluate` saw, and the outcome."""
 
@@ -89,8 +92,17 @@ _state = _State()
 
 
 def find_cpu_library(directory: Path) -> Path | None:
-    matches = sorted(directory.glob("_ops_cpu*.so"))
+    matches = _libraries(directory, "_ops_cpu")
     return matches[0] if matches else None
+
+
+def _libraries(directory: Path, prefix: str) -> list[Path]:
+    """The `prefix`*.so files of `directory`, sorted (a listing: cheaper than Path.glob)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(directory / n for n in names if n.startswith(prefix) and n.endswith(".so"))
 
 
 def loaded() -> Loaded | None:
@@ -141,7 +153,7 @@ def installed() -> tuple[BuildInfo | UnreadableBuildInfo, Path | None, dict[int,
     """The package's build facts, its CPU library and its CUDA libraries by major (as the
     facts name them); the facts say `checkout` where no library is built at all."""
     cpu = find_cpu_library(PACKAGE_DIR)
-    checkout = cpu is None and not any(PACKAGE_DIR.glob("_ops_cuda*.so"))
+    checkout = cpu is None and not _libraries(PACKAGE_DIR, "_ops_cuda")
     build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
     cuda = {}
     if isinstance(build, BuildInfo):
@@ -258,6 +270,8 @@ def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo, role: str) -> Lo
     try:
         torch.ops.load_library(str(path))
     except OSError as err:
+        from .dlerror import classify, dlopen_error  # only a failed load reads it
+
         # torch replaces the loader's words with "Could not load this library".
         text = str(err.__cause__ or "") or dlopen_error(path) or str(err)
         runtime = this_process()

@@ -38,6 +38,8 @@ def variant_name(cuda_version: str | None) -> str:
 
 @dataclass(frozen=True)
 class Variant:
+    """A row of matrix.json, as far as the guard reads it."""
+
     name: str  # "cpu", "cu130", ...: the index folder and the wheel's local version label
     cuda: str | None
     arch_list: str | None  # TORCH_CUDA_ARCH_LIST
@@ -59,6 +61,8 @@ class Variant:
 
 @dataclass(frozen=True)
 class Matrix:
+    """matrix.json, as far as the guard reads it: the variants and where to install from."""
+
     index_url: str  # where the guard's commands install from (WHEELOPS_INDEX_URL overrides)
     torch_index_url: str
     source_url: str

@@ -15,21 +15,18 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .archs import describe, kernel_for
-from .dlerror import Cause, LoadFailure
 from .early import python_rule
-from .facts import (
-    BuildInfo,
-    CompilerProbe,
-    CudaLibraryInfo,
-    Gpu,
-    RuntimeFacts,
-    UnreadableBuildInfo,
-)
+from .facts import BuildInfo, CudaLibraryInfo, RuntimeFacts, UnreadableBuildInfo
 from .matrix import Matrix, variant_name, version_tuple
-from .record import FileDamage
+
+if TYPE_CHECKING:  # only a failed load or the doctor needs them: import never loads them
+    from .dlerror import Cause, LoadFailure
+    from .facts import CompilerProbe, Gpu
+    from .record import FileDamage
 
 
 class Status(enum.IntEnum):
@@ -43,6 +40,8 @@ class Status(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Finding:
+    """One compared fact: both sides, the verdict, why, and the commands that fix it."""
+
     check: str  # what was compared: "Python", "torch", "CUDA", "GPU cuda:0", ...
     status: Status
     build: str  # the build's side
@@ -68,6 +67,8 @@ class LibraryFile:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A library the loader may load, accepted or rejected, with the reason."""
+
     role: str
     path: str
     accepted: bool
@@ -80,6 +81,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Report:
+    """What `evaluate` decided: the candidates, every finding, the verdict."""
+
     build: BuildInfo | UnreadableBuildInfo
     runtime: RuntimeFacts
     candidates: tuple[Candidate, ...]
@@ -124,7 +127,7 @@ def cuda_role(library: CudaLibraryInfo) -> str:
     return f"cuda{library.major}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # handed over, never compared
 class Inputs:
     """What the loader found and hands to `evaluate`, beside this process's facts and the
     matrix (see evaluate for each): one record, kept as the loader's state, so that the
@@ -300,8 +303,7 @@ class Fix(enum.Enum):
     NONE = "no command: the advice says what to change"
 
 
-@dataclass(frozen=True)
-class Remedy:
+class Remedy(NamedTuple):
     advice: str  # appended to the failure's summary; may name {missing}, {built}, {major}
     fix: Fix
 
@@ -311,44 +313,54 @@ _NEWER_CUBLAS = Remedy(
     "as torch's CUDA wheels do",
     Fix.CUBLAS,
 )
-# Every cause of a loader failure (dlerror.Cause), its advice and its fix: the one table.
-REMEDIES: Mapping[Cause, Remedy] = {
-    Cause.MISSING_FILE: Remedy("", Fix.REINSTALL),
-    Cause.CORRUPT_FILE: Remedy("", Fix.REINSTALL),
-    Cause.MISSING_LIBRARY: Remedy("", Fix.REINSTALL),
-    Cause.UNDEFINED_SYMBOL: Remedy("", Fix.REINSTALL),
-    Cause.UNKNOWN: Remedy("", Fix.REINSTALL),
-    Cause.TORCH_TOO_OLD: Remedy("", Fix.UPGRADE_TORCH),
-    Cause.TORCH_LIBRARIES: Remedy(
-        "; import torch before wheelops, or reinstall torch", Fix.UPGRADE_TORCH
-    ),
-    Cause.TORCH_ABI: Remedy("", Fix.VARIANT),
-    Cause.CUDA_MAJOR: Remedy("", Fix.VARIANT),
-    Cause.CUDA_MINOR: Remedy("", Fix.VARIANT),
-    Cause.CUBLAS_MISSING: _NEWER_CUBLAS,
-    Cause.CUBLAS_TOO_OLD: _NEWER_CUBLAS,
-    Cause.LIBSTDCXX: Remedy(
-        "; run on a system with GCC >= 13's libstdc++ (e.g. Ubuntu 24.04), or in a "
-        "conda environment: conda install -c conda-forge 'libstdcxx-ng>=13'",
-        Fix.NONE,
-    ),
-    Cause.GLIBC: Remedy(
-        "; run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)", Fix.NONE
-    ),
-    Cause.DEPENDENCY_DAMAGED: Remedy(
-        "; replace or remove the damaged {missing} (the loader took it from "
-        "LD_LIBRARY_PATH or the system's library directories, before torch's own "
-        "copy); reinstalling wheelops would not help",
-        Fix.NONE,
-    ),
-    Cause.ELF_CLASS: Remedy(
-        "; use a 64-bit Python (wheelops publishes 64-bit wheels only)", Fix.NONE
-    ),
-}
 
 
-@dataclass(frozen=True)
+@cache
+def remedies() -> Mapping[Cause, Remedy]:
+    """Every cause of a loader failure (dlerror.Cause), its advice and its fix: the one
+    table. Built at the first failure: a load that works never reads dlerror.py."""
+    from .dlerror import Cause
+
+    return {
+        Cause.MISSING_FILE: Remedy("", Fix.REINSTALL),
+        Cause.CORRUPT_FILE: Remedy("", Fix.REINSTALL),
+        Cause.MISSING_LIBRARY: Remedy("", Fix.REINSTALL),
+        Cause.UNDEFINED_SYMBOL: Remedy("", Fix.REINSTALL),
+        Cause.UNKNOWN: Remedy("", Fix.REINSTALL),
+        Cause.TORCH_TOO_OLD: Remedy("", Fix.UPGRADE_TORCH),
+        Cause.TORCH_LIBRARIES: Remedy(
+            "; import torch before wheelops, or reinstall torch", Fix.UPGRADE_TORCH
+        ),
+        Cause.TORCH_ABI: Remedy("", Fix.VARIANT),
+        Cause.CUDA_MAJOR: Remedy("", Fix.VARIANT),
+        Cause.CUDA_MINOR: Remedy("", Fix.VARIANT),
+        Cause.CUBLAS_MISSING: _NEWER_CUBLAS,
+        Cause.CUBLAS_TOO_OLD: _NEWER_CUBLAS,
+        Cause.LIBSTDCXX: Remedy(
+            "; run on a system with GCC >= 13's libstdc++ (e.g. Ubuntu 24.04), or in a "
+            "conda environment: conda install -c conda-forge 'libstdcxx-ng>=13'",
+            Fix.NONE,
+        ),
+        Cause.GLIBC: Remedy(
+            "; run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)",
+            Fix.NONE,
+        ),
+        Cause.DEPENDENCY_DAMAGED: Remedy(
+            "; replace or remove the damaged {missing} (the loader took it from "
+            "LD_LIBRARY_PATH or the system's library directories, before torch's own "
+            "copy); reinstalling wheelops would not help",
+            Fix.NONE,
+        ),
+        Cause.ELF_CLASS: Remedy(
+            "; use a 64-bit Python (wheelops publishes 64-bit wheels only)", Fix.NONE
+        ),
+    }
+
+
+@dataclass(eq=False)  # a private holder of the facts: nothing compares or hashes it
 class _Rules:
+    """The rules over one set of facts: one method per finding."""
+
     matrix: Matrix
     runtime: RuntimeFacts
     cuda_override: int | str | None = None
@@ -620,7 +632,7 @@ class _Rules:
             )
             fix: tuple[str, ...] = ("unset WHEELOPS_CUDA_LIBRARY",)
         else:
-            remedy = REMEDIES[failure.cause]
+            remedy = remedies()[failure.cause]
             values: dict[str, Any] = {"missing": failure.missing}
             if remedy.fix is Fix.CUBLAS:
                 library = next(lib for lib in build.cuda_libraries if cuda_role(lib) == role)
