@@ -44,6 +44,7 @@ class Variant(_model.Variant):
 class Matrix(_model.Matrix):
     """matrix.json with the build's fields: the runtime's Matrix and these."""
 
+    variants: tuple[Variant, ...]  # the build's rows (the runtime's field, retyped)
     published_index_url: str  # the index as matrix.json publishes it (no override)
     manylinux: str
     python: str
