@@ -8,9 +8,11 @@ is the one a user pays; the best of several is the least disturbed by the machin
 
 - in-process: the wall time of `import wheelops` right after `import torch`, measured
   inside the process (the guard's checks, loading the libraries, registering the Python
-  kernels: all of it);
+  kernels: all of it), and the CPU time it took (steadier where other work shares the
+  machine);
 - as a process: `python -c "import torch, wheelops"` against `python -c "import torch"`,
-  start to exit, so that interpreter shutdown and anything deferred count too.
+  start to exit, so that interpreter shutdown and anything deferred count too; wall time
+  and CPU time (the children's user + system time).
 
 Run it as a script with the Python whose wheelops is to be measured (not `python -m`
 from the checkout's root, which would put the source tree first on sys.path). It prints
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,36 +32,46 @@ from pathlib import Path
 
 IN_PROCESS = (
     "import time, torch\n"
-    "start = time.perf_counter()\n"
+    "start, cpu = time.perf_counter(), time.process_time()\n"
     "import wheelops\n"
-    "print(time.perf_counter() - start, wheelops.__file__)\n"
+    "print(time.perf_counter() - start, time.process_time() - cpu, wheelops.__file__)\n"
 )
 
 
-def _process_seconds(code: str) -> float:
+def _process_seconds(code: str) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of `python -c code`, start to exit."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-    return time.perf_counter() - start
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, code)
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
 
 
 def measure(runs: int) -> dict[str, object]:
-    in_process, where = [], ""
+    in_process, in_process_cpu, where = [], [], ""
     torch_alone, with_wheelops = [], []
     for _ in range(runs):  # interleaved, so that a busy moment hits both alike
         out = subprocess.run(
             [sys.executable, "-c", IN_PROCESS], check=True, capture_output=True, text=True
         ).stdout.split()
         in_process.append(float(out[0]))
-        where = str(Path(out[1]).parent)
+        in_process_cpu.append(float(out[1]))
+        where = str(Path(out[2]).parent)
         torch_alone.append(_process_seconds("import torch"))
         with_wheelops.append(_process_seconds("import torch, wheelops"))
+    wall = [min(t[0] for t in runs) for runs in (torch_alone, with_wheelops)]
+    cpu = [min(t[1] for t in runs) for runs in (torch_alone, with_wheelops)]
     return {
         "python": sys.version.split()[0],
         "wheelops": where,
         "runs": runs,
         "in_process_ms": round(min(in_process) * 1e3, 1),
-        "process_ms": round((min(with_wheelops) - min(torch_alone)) * 1e3, 1),
-        "torch_process_ms": round(min(torch_alone) * 1e3, 1),
+        "in_process_cpu_ms": round(min(in_process_cpu) * 1e3, 1),
+        "process_ms": round((wall[1] - wall[0]) * 1e3, 1),
+        "process_cpu_ms": round((cpu[1] - cpu[0]) * 1e3, 1),
+        "torch_process_ms": round(wall[0] * 1e3, 1),
     }
 
 
@@ -69,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = measure(args.runs)
     print(
-        f"import wheelops after import torch: {result['in_process_ms']} ms in-process, "
-        f"{result['process_ms']} ms as a process (torch alone {result['torch_process_ms']} "
+        f"import wheelops after import torch: {result['in_process_ms']} ms in-process "
+        f"({result['in_process_cpu_ms']} ms of CPU), "
+        f"{result['process_ms']} ms as a process ({result['process_cpu_ms']} ms of CPU; "
+        f"torch alone {result['torch_process_ms']} "
         f"ms; best of {args.runs}, Python {result['python']}, wheelops from "
         f"{result['wheelops']})"
     )
