@@ -35,7 +35,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # In a source checkout with nothing built, build in place (dev mode) so that
     # `pytest` works straight from a clone; an install under test never gets here.
     if loader.loaded() is None:
-        # wheelops came from the checkout's root on sys.path: so does its build_tools.
+        from _checkout import import_build_tools
+
+        import_build_tools()  # the checkout's, whether or not its root is on sys.path
         from build_tools import dev
 
         dev.load()
