@@ -37,7 +37,9 @@ ROOT = Path(__file__).resolve().parent
 
 def _import_build_tools() -> None:
     """`nox` (the script) does not put this folder on sys.path as `python -m nox` does:
-    import the checkout's build_tools package by its location, for either way."""
+    import the checkout's build_tools package by its location, for either way. One of the
+    two bootstraps build_tools/compat.py lists beside its loader, the only other code
+    loaded by location."""
     spec = importlib.util.spec_from_file_location(
         "build_tools", ROOT / "build_tools" / "__init__.py",
         submodule_search_locations=[str(ROOT / "build_tools")],

@@ -6,14 +6,12 @@ folder on sys.path, as `python setup.py` would: that is how build_tools imports.
 
 from setuptools import setup
 
+from build_tools.extensions import build_ext_command, extensions
 from build_tools.flags import PY_LIMITED_API
 from build_tools.plan import plan_build
 from build_tools.version import wheel_version
 
 plan = plan_build()
-
-from build_tools.extensions import build_ext_command, extensions  # noqa: E402
-
 setup(
     version=wheel_version(),
     ext_modules=extensions(plan),

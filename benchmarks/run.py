@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     if loader.loaded() is None:
         print(
             f"error: wheelops at {where} has no native libraries loaded (a source tree that was "
-            "not built?); install the wheel, or build in place with `python -m wheelops.jit` "
-            "and call wheelops.jit.load() first",
+            "not built?); install the wheel, or build in place with `python -m build_tools.dev` "
+            "and call build_tools.dev.load() first",
             file=sys.stderr,
         )
         return 2

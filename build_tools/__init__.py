@@ -1,4 +1,4 @@
-"""Build-time helpers for wheelops: used by setup.py and by dev mode (wheelops.jit).
+"""Build-time helpers for wheelops: used by setup.py and by dev mode (build_tools.dev).
 
 Nothing here is shipped in the wheel.
 """

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from build_tools.compat import archs, matrix
+from build_tools import matrix
+from build_tools.compat import archs
 
 ArchList = archs.ArchList
 parse_arch_list = archs.parse_arch_list

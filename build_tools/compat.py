@@ -1,32 +1,50 @@
 """The runtime's compatibility core (wheelops/_compat) for the build, without the package.
 
-Importing the wheelops package would import torch and load native libraries.
-The core's modules import only each other, relatively, so the build loads that
-folder as a package of its own and uses the very facts record, writer, ELF
-reader and matrix model the installed guard uses.
+Importing the wheelops package would import torch and load native libraries, and the
+build tooling also runs where neither exists (CI's matrix step, the README generator).
+The core's modules import only each other, relatively (tests/test_import_graph.py holds
+them to it), so the build loads that folder as a package of its own and uses the very
+facts record, writer, ELF reader, matrix model and policy the installed guard uses.
+
+`load_package` is the repository's one loader of code by location. The other ways in
+are plain imports: CMake runs the core as `python -m _compat.cmake` with the installed
+package's folder on PYTHONPATH (share/cmake/wheelops/wheelopsConfig.cmake). Only two
+bootstraps remain, for processes whose sys.path holds no checkout, and each loads just
+build_tools/__init__.py so that `import build_tools` resolves: the noxfile (the `nox`
+script does not put its folder on sys.path as `python -m nox` does) and the tests
+(tests/_checkout.py: the suite runs against an installed wheel, from outside the
+checkout, which must not shadow it). wheelops/_damage.py reads a damaged install's
+RECORD by location on purpose: it must work when the package's own imports fail.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 CORE_DIR = Path(__file__).resolve().parent.parent / "wheelops" / "_compat"
-_NAME = "_wheelops_compat_for_build"
 
-if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        _NAME, CORE_DIR / "__init__.py", submodule_search_locations=[str(CORE_DIR)]
-    )
-    assert _spec is not None and _spec.loader is not None
-    sys.modules[_NAME] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules[_NAME])
 
-archs = importlib.import_module(f"{_NAME}.archs")
-dlerror = importlib.import_module(f"{_NAME}.dlerror")
-elf = importlib.import_module(f"{_NAME}.elf")
-facts = importlib.import_module(f"{_NAME}.facts")
-matrix = importlib.import_module(f"{_NAME}.matrix")
-policy = importlib.import_module(f"{_NAME}.policy")
-record = importlib.import_module(f"{_NAME}.record")
+def load_package(name: str, folder: Path) -> ModuleType:
+    """Import `folder` as the package `name` (once per process), whatever sys.path holds."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+_CORE = load_package("_wheelops_compat_for_build", CORE_DIR).__name__
+archs = importlib.import_module(f"{_CORE}.archs")
+dlerror = importlib.import_module(f"{_CORE}.dlerror")
+elf = importlib.import_module(f"{_CORE}.elf")
+facts = importlib.import_module(f"{_CORE}.facts")
+matrix = importlib.import_module(f"{_CORE}.matrix")
+policy = importlib.import_module(f"{_CORE}.policy")
+record = importlib.import_module(f"{_CORE}.record")

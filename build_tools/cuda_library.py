@@ -33,18 +33,6 @@ CPP_EXTENSION_NVCC_FLAGS = [
 ]
 
 
-def gencode_flags(archs: ArchList) -> list[str]:
-    """SASS for each arch, PTX for the +PTX ones (as TORCH_CUDA_ARCH_LIST means them)."""
-    out = []
-    for arch in archs.sass:
-        number = arch.replace(".", "")
-        out.append(f"-gencode=arch=compute_{number},code=sm_{number}")
-    for arch in archs.ptx:
-        number = arch.replace(".", "")
-        out.append(f"-gencode=arch=compute_{number},code=compute_{number}")
-    return out
-
-
 def _host_compiler() -> str:
     name = os.environ.get("CXX", "c++")
     found = shutil.which(name)
@@ -72,7 +60,7 @@ def build(toolkit: CudaToolkit, archs: ArchList, output: Path, work: Path) -> Pa
         *[f"-I{p}" for p in [*includes, toolkit.include_dir, lt.include_dir]],
         *CPP_EXTENSION_NVCC_FLAGS,
         *flags.nvcc_flags(),
-        *gencode_flags(archs),
+        *flags.gencode_flags(archs),
     ]  # fmt: skip
     sources = native_sources.cuda_sources()
     objects = [work / f"{source.stem}.o" for source in sources]

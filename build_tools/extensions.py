@@ -1,6 +1,7 @@
 """setuptools Extensions for the native libraries, and the build_ext that also builds the
-CUDA libraries of other majors (universal) and writes the build facts. Import after
-plan_build(): torch.utils.cpp_extension reads CUDA_HOME once."""
+CUDA libraries of other majors (universal) and writes the build facts. The plan's
+toolkit and arch list reach torch.utils.cpp_extension as arguments (flags.use_toolkit,
+flags.gencode_flags), not through the environment."""
 
 from __future__ import annotations
 
@@ -37,13 +38,17 @@ def extensions(plan: BuildPlan) -> list[Extension]:
     )
     if plan.toolkit is None:
         return [cpu]
+    assert plan.archs is not None  # planned with the toolkit
     lt = cublaslt.find(plan.toolkit)
     # CppExtension, not CUDAExtension: that one links libtorch_cuda and libc10_cuda.
     cuda = CppExtension(
         f"{PACKAGE}.{cuda_module(plan.toolkit)}",
         _relative(native_sources.cuda_sources()),
         include_dirs=[*include, str(plan.toolkit.include_dir), str(lt.include_dir)],
-        extra_compile_args={"cxx": flags.cxx_flags(), "nvcc": flags.nvcc_flags()},
+        extra_compile_args={
+            "cxx": flags.cxx_flags(),
+            "nvcc": [*flags.nvcc_flags(), *flags.gencode_flags(plan.archs)],
+        },
         extra_link_args=[
             *flags.link_flags(),
             *flags.cuda_link_flags(str(plan.toolkit.cudart_dir), plan.toolkit.cudart_soname),
@@ -59,6 +64,8 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
         """Builds the libraries, then records what was built in wheelops/_build_info.json."""
 
         def run(self) -> None:
+            if plan.toolkit is not None:
+                flags.use_toolkit(plan.toolkit)
             super().run()
             cpu = next(e for e in self.extensions if e.name.endswith("_ops_cpu"))
             package = Path(self.get_ext_fullpath(cpu.name)).parent  # where the others go too

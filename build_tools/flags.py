@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from build_tools.arch_list import ArchList
+    from build_tools.cuda_toolkit import CudaToolkit
+
 STABLE_ABI_FLOOR = "2.10"
 TORCH_TARGET_VERSION = "0x020a000000000000"  # torch 2.10: the libraries load in any torch >= 2.10
 PYTHON_FLOOR = "3.10"
@@ -56,3 +62,26 @@ def cuda_link_flags(cudart_dir: str, cudart_soname: str) -> list[str]:
     # Link the soname exactly (libcudart.so.13): PyPI toolkits ship no
     # unversioned libcudart.so, and the soname is what the loader will look for.
     return [f"-L{cudart_dir}", f"-l:{cudart_soname}"]
+
+
+def gencode_flags(archs: ArchList) -> list[str]:
+    """SASS for each arch, PTX for the +PTX ones (as TORCH_CUDA_ARCH_LIST means them).
+    Given to nvcc, they also keep torch.utils.cpp_extension from adding its own (it adds
+    none where the flags name an arch), so TORCH_CUDA_ARCH_LIST need not be exported."""
+    out = []
+    for arch in archs.sass:
+        number = arch.replace(".", "")
+        out.append(f"-gencode=arch=compute_{number},code=sm_{number}")
+    for arch in archs.ptx:
+        number = arch.replace(".", "")
+        out.append(f"-gencode=arch=compute_{number},code=compute_{number}")
+    return out
+
+
+def use_toolkit(toolkit: CudaToolkit) -> None:
+    """Make torch.utils.cpp_extension compile with exactly this toolkit. It settles its
+    CUDA_HOME once, when first imported (from the environment, else PATH's nvcc), and
+    reads it from there when it compiles: set it there, whenever it was imported."""
+    from torch.utils import cpp_extension
+
+    cpp_extension.CUDA_HOME = str(toolkit.home)

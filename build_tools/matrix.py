@@ -5,10 +5,11 @@
     python -m build_tools.matrix image cu126 x86_64
     python -m build_tools.matrix pypi-variant  # universal
 
-The model is wheelops/_compat/matrix.py, the only reader of matrix.json; nothing
-else lists variants, toolkits, images or torch versions: nox reads this module,
-the Dockerfile takes its build arguments from `docker-args`, and the workflows
-take their job matrices from `github` through fromJSON.
+The model is wheelops/_compat/matrix.py's, extended here with what only the build and
+CI read (toolkits, compilers, images, platforms, torch releases), over the same data
+that module alone reads from matrix.json; nothing else lists variants, toolkits, images
+or torch versions: nox reads this module, the Dockerfile takes its build arguments from
+`docker-args`, and the workflows take their job matrices from `github` through fromJSON.
 """
 
 from __future__ import annotations
@@ -17,10 +18,95 @@ import argparse
 import json
 import platform
 import sys
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+from typing import cast
 
 from build_tools.compat import matrix as _model
 
-Matrix, Variant, load = _model.Matrix, _model.Variant, _model.load
+
+@dataclass(frozen=True, kw_only=True)
+class Variant(_model.Variant):
+    """A row of matrix.json with the build's fields: the runtime's Variant and these."""
+
+    toolkit: str | None  # the exact CUDA toolkit release the variant is built with
+    toolkit_source: str | None  # "pypi" (toolkit wheels), "image" (the image's), "debian"
+    host_compiler: str  # the manylinux gcc-toolset the image compiles with
+    build_torch: str
+    torch: tuple[str, ...]  # torch releases the wheel is tested against
+    smoke_torch: str | None  # the one torch a quick run tests against
+    platforms: tuple[str, ...]
+    quick_torch: tuple[str, ...] = ()  # torch releases a quick run tests besides smoke_torch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matrix(_model.Matrix):
+    """matrix.json with the build's fields: the runtime's Matrix and these."""
+
+    variants: tuple[Variant, ...]  # the build's rows (the runtime's field, retyped)
+    published_index_url: str  # the index as matrix.json publishes it (no override)
+    manylinux: str
+    python: str
+    image_repository: str
+
+    def variant(self, name: str) -> Variant:
+        return cast(Variant, super().variant(name))
+
+    def image(self, variant: str, arch: str) -> str:
+        """The build image of a variant on a platform."""
+        return f"{self.image_repository}:{variant}-{arch}"
+
+    def manylinux_tag(self, arch: str) -> str:
+        return f"{self.manylinux}_{arch}"
+
+    def base_image(self, arch: str) -> str:
+        return f"quay.io/pypa/{self.manylinux}_{arch}"
+
+    def default_arch_list(self, cuda_version: str) -> str:
+        """The list of this CUDA release's variant, else of the newest variant of its major
+        that is not newer (a 13.2 toolkit builds what 13.0 does)."""
+        major, minor = _model.version_tuple(cuda_version)
+        fitting = [
+            v
+            for v in self.variants
+            if v.arch_list and v.cuda_major_minor
+            if v.cuda_major_minor[0] == major and v.cuda_major_minor[1] <= minor
+        ]
+        fitting.sort(key=lambda v: v.cuda_major_minor or (0, 0), reverse=True)
+        if not fitting:
+            raise RuntimeError(
+                f"the matrix ({_model.MATRIX_FILE.name}) has no variant for CUDA "
+                f"{cuda_version}; set TORCH_CUDA_ARCH_LIST"
+            )
+        assert fitting[0].arch_list is not None
+        return fitting[0].arch_list
+
+
+def load(path: Path = _model.MATRIX_FILE) -> Matrix:
+    """The build's model of matrix.json, refusing a key neither model knows (a typo)."""
+    data = _model.read(path)
+    known = {f.name for f in fields(Variant)}
+    for name, row in data["variants"].items():
+        unknown = set(row) - known
+        if unknown:
+            raise ValueError(f"{path.name}: variant {name!r} has unknown keys {sorted(unknown)}")
+    return _model.model_of(
+        data,
+        Matrix,
+        Variant,
+        published_index_url=data["index_url"].rstrip("/"),
+        manylinux=data["manylinux"],
+        python=data["python"],
+        image_repository=data["image_repository"],
+    )
+
+
+@cache
+def matrix() -> Matrix:
+    return load()
+
+
 # GitHub-hosted runners per platform (aarch64 natively, not under emulation).
 RUNNERS = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
 # The CPU test jobs run on x86_64; a self-hosted runner with this label runs the GPU job.

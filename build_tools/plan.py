@@ -86,7 +86,6 @@ def _universal_plan(
                 continue
             if part.toolkit_source != "debian":
                 raise ToolkitError(f"{part.name}: no toolkit provider for {part.toolkit_source}")
-            # Before prepare_cuda_build exports the own part's TORCH_CUDA_ARCH_LIST.
             archs = arch_list_for(part.cuda or "", part.arch_list)
             others.append((cuda12_toolkit.provide(), archs))
         toolkit, archs = prepare_cuda_build(own[0].cuda or "", own[0].arch_list)
@@ -104,10 +103,6 @@ def prepare_cuda_build(
     torch_cuda: str, fallback_arch_list: str | None = None
 ) -> tuple[CudaToolkit, ArchList]:
     """The matched toolkit and the arch list (TORCH_CUDA_ARCH_LIST, else the fallback,
-    else the default), exported for torch.utils.cpp_extension, which reads CUDA_HOME
-    when first imported and TORCH_CUDA_ARCH_LIST when it compiles."""
-    toolkit = find_toolkit(torch_cuda)
-    archs = arch_list_for(torch_cuda, fallback_arch_list)
-    os.environ["CUDA_HOME"] = str(toolkit.home)
-    os.environ["TORCH_CUDA_ARCH_LIST"] = archs.spec
-    return toolkit, archs
+    else the default). Nothing is exported: the builders hand both to
+    torch.utils.cpp_extension themselves (flags.use_toolkit, flags.gencode_flags)."""
+    return find_toolkit(torch_cuda), arch_list_for(torch_cuda, fallback_arch_list)

@@ -11,9 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from build_tools import matrix as build_matrix
 from build_tools import troubleshooting
 from build_tools.compat import archs as _archs
-from build_tools.compat import matrix as build_matrix
 from build_tools.matrix import wheels as build_wheels
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from build_tools.compat import dlerror, facts, matrix, policy, record
+from build_tools import matrix
+from build_tools.compat import dlerror, facts, policy, record
 
 SITE = "/venv/lib/python3.12/site-packages/wheelops"
 CPU_FILE = f"{SITE}/_ops_cpu.abi3.so"
@@ -344,7 +345,7 @@ def render() -> str:
         "`python -m wheelops` exits 0):\n\n"
         f"{table(IN_THE_REPORT)}\n\n"
         "**In a source checkout with nothing built** (`import wheelops` works, so that "
-        "`python -m wheelops.jit` can build; the ops raise until then; `python -m wheelops` "
+        "`python -m build_tools.dev` can build; the ops raise until then; `python -m wheelops` "
         "exits 1):\n\n"
         f"{table(IN_A_CHECKOUT)}"
     )

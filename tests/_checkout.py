@@ -2,7 +2,8 @@
 
 The suite runs against an installed wheel from outside the checkout, so the
 checkout is not on sys.path, and must not be (its wheelops would shadow the
-wheel's): build_tools is imported by its location instead.
+wheel's): build_tools is imported by its location instead (one of the two bootstraps
+build_tools/compat.py lists beside its loader, the only other code loaded by location).
 """
 
 from __future__ import annotations

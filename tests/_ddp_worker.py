@@ -103,9 +103,9 @@ def _load_native() -> None:
     from wheelops._compat import loader
 
     if loader.loaded() is None:
-        import wheelops.jit
+        from build_tools import dev
 
-        wheelops.jit.load()
+        dev.load()
 
 
 def ddp_worker(rank: int, world_size: int, port: int, backend: str, out_dir: str) -> None:

@@ -6,7 +6,7 @@ Run in a fresh process (a crash is then a test failure, not a dead test run):
 
     python -m _native_checks [--dev cpu|all]   # from tests/, wheelops and specs/ importable
 
---dev builds and loads the ops in dev mode first (wheelops.jit, from the checkout
+--dev builds and loads the ops in dev mode first (build_tools.dev, from the checkout
 on PYTHONPATH): cpu for the CPU library only, all for both.
 
 It prints one line per failure and ends with "native checks: N of N raised".
@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev", choices=["cpu", "all"], help="build in dev mode first")
     args = parser.parse_args(argv)
     if args.dev:
-        from wheelops import jit
+        from build_tools import dev
 
-        jit.load(cuda=args.dev == "all")
+        dev.load(cuda=args.dev == "all")
     made, failures = run()
     for line in failures:
         print(line)

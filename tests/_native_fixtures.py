@@ -111,7 +111,7 @@ def patched(source: Path, target: Path, offset: int, value: bytes) -> Path:
 def installed_copy(root: Path) -> Path:
     """A faithful copy of the loaded package, as a wheel installs it, under root/.
 
-    Works in dev mode too: the libraries built by wheelops.jit are copied in
+    Works in dev mode too: the libraries built by build_tools.dev are copied in
     under their wheel names with their build facts.
     """
     libs = loader.loaded()

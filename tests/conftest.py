@@ -35,9 +35,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # In a source checkout with nothing built, build in place (dev mode) so that
     # `pytest` works straight from a clone; an install under test never gets here.
     if loader.loaded() is None:
-        import wheelops.jit
+        from _checkout import import_build_tools
 
-        wheelops.jit.load()
+        import_build_tools()  # the checkout's, whether or not its root is on sys.path
+        from build_tools import dev
+
+        dev.load()
     # nox's test sessions set this so that they provably test the wheel, not the tree.
     if os.environ.get("WHEELOPS_TEST_INSTALLED") == "1":
         location = Path(wheelops.__file__).resolve().parent

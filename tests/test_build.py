@@ -51,20 +51,19 @@ def test_build_info_describes_this_build():
 def test_build_info_readable_without_torch_or_native_code():
     if wheelops.build_info().dev_mode:
         pytest.skip("dev-mode facts live in the jit cache, not in the package")
-    # As the build tooling loads it: the core folder as a package of its own.
-    core, facts = PACKAGE_DIR / "_compat", PACKAGE_DIR / "_build_info.json"
+    # As CMake imports it (wheelopsConfig.cmake): the core folder as a package of its own.
+    facts = PACKAGE_DIR / "_build_info.json"
     script = (
-        "import importlib, importlib.util, pathlib, sys\n"
-        f"spec = importlib.util.spec_from_file_location('core', {str(core / '__init__.py')!r},"
-        f" submodule_search_locations=[{str(core)!r}])\n"
-        "sys.modules['core'] = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(sys.modules['core'])\n"
-        "facts = importlib.import_module('core.facts')\n"
+        "import pathlib, sys\n"
+        "from _compat import facts\n"
         f"info = facts.read_build_info(pathlib.Path({str(facts)!r}))\n"
-        "assert 'torch' not in sys.modules\n"
+        "assert 'torch' not in sys.modules and 'wheelops' not in sys.modules\n"
         "print(info.wheelops_version, info.torch_version)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_DIR)}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout.split()[0] == wheelops.__version__
 
 

@@ -99,4 +99,4 @@ def test_an_op_in_a_checkout_with_nothing_built_says_what_to_do(tmp_path: Path) 
     done = run(sys.executable, checkout, "-c", code)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "wheelops.add: the wheelops native libraries are not built" in done.stdout
-    assert "python -m wheelops.jit" in done.stdout
+    assert "python -m build_tools.dev" in done.stdout

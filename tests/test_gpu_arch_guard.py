@@ -1,7 +1,7 @@
 """On a real GPU: builds for other architectures are refused by the guard (not by CUDA's
 "no kernel image is available"), PTX builds run, and the cpu variant explains itself.
 
-The builds are made in dev mode (wheelops.jit) with TORCH_CUDA_ARCH_LIST set, with
+The builds are made in dev mode (build_tools.dev) with TORCH_CUDA_ARCH_LIST set, with
 the machine's own torch and matched toolkit, in a subprocess each. The C++ message
 for a direct torch.ops call on such a GPU is not probed here: on the GPU machine used
 so far (Ubuntu GCC 13.3, torch 2.11), any C++ exception from a dev-mode build kills
@@ -28,8 +28,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 
 PROBE = """
-import json, torch, wheelops.jit
-info = wheelops.jit.load()
+import json, torch, build_tools.dev
+info = build_tools.dev.load()
 assert info.cuda_libraries[0].arch_list == {spec!r}, info.cuda_libraries
 import wheelops
 x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")

@@ -101,3 +101,32 @@ def test_data_flows_one_way():
     for i, name in enumerate(order):
         later = {f"{CORE}.{n}" for n in order[i + 1 :]}
         assert not graph[f"{CORE}.{name}"] & later, (name, graph[f"{CORE}.{name}"] & later)
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module name an import statement in the file names (any depth of its code)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_the_package_never_imports_build_tools():
+    # The wheel ships without build_tools: dev mode is build_tools/dev.py (issue #28).
+    for name, path in _modules().items():
+        tools = {n for n in _imported_names(path) if n.split(".")[0] == "build_tools"}
+        assert not tools, f"{name} imports {sorted(tools)}"
+
+
+def test_only_the_damage_reader_loads_code_by_location():
+    # The rest of the package is imported; _damage reads RECORD by location on purpose,
+    # where the package's own imports fail (see build_tools/compat.py for the others).
+    loading = {
+        name
+        for name, path in _modules().items()
+        if "spec_from_file_location" in path.read_text() or "SourceFileLoader" in path.read_text()
+    }
+    assert loading == {"wheelops._damage"}

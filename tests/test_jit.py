@@ -11,8 +11,8 @@ import pytest
 from _checkout import checkout_copy
 
 RUN_ADD = (
-    "import torch, wheelops.jit as jit\n"
-    "info = jit.load(cuda={cuda})\n"
+    "import torch, build_tools.dev as dev\n"
+    "info = dev.load(cuda={cuda})\n"
     "import wheelops\n"
     "from wheelops._compat import loader\n"
     "device = 'cuda' if {cuda} else 'cpu'\n"

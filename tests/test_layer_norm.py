@@ -383,8 +383,8 @@ _CONCURRENT_FIRST_BACKWARDS = """
 import threading, torch, torch.nn.functional as F, wheelops
 from wheelops._compat import loader
 if loader.loaded() is None:
-    import wheelops.jit
-    wheelops.jit.load()
+    import build_tools.dev
+    build_tools.dev.load()
 errors = []
 def run(barrier, cols, with_bias, seed):
     try:

@@ -55,7 +55,7 @@ def _release(version: str) -> tuple[int, int]:
 
 
 def test_cuda_13_from_pypi_cuda_12_from_images_or_debian():
-    # DESIGN 7: the PyPI CUDA 12 wheels carry no nvcc driver.
+    # docs/design.md, matched toolkits: the PyPI CUDA 12 wheels carry no nvcc driver.
     for v in MATRIX.variants:
         if v.cuda:
             cuda_12 = ("image", "debian")

@@ -133,7 +133,7 @@ def test_dev_build_with_a_static_runtime_compiler(tmp_path, libraries):
         "WHEELOPS_JIT_CACHE": str(tmp_path / "cache"),
         "PYTHONPATH": os.pathsep.join([str(checkout), str(SPECS)]),
     }
-    load = f"import wheelops.jit as j; print(j.load(cuda={libraries == 'all'}).cxx_runtime)"
+    load = f"import build_tools.dev as j; print(j.load(cuda={libraries == 'all'}).cxx_runtime)"
 
     # Without the project's runtime flags this compiler embeds the runtime: refused.
     flags_source = _without_runtime_flags(checkout)

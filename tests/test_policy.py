@@ -316,7 +316,7 @@ PYPI_REINSTALL = "pip install --force-reinstall --no-deps wheelops"
             UnreadableBuildInfo("/w/_build_info.json", "missing", True),
             None,
             "native libraries",
-            "python -m wheelops.jit",
+            "python -m build_tools.dev",
         ),
     ],
 )
@@ -486,3 +486,13 @@ def test_a_missing_cublaslt_is_fixed_by_installing_cublas_not_by_another_variant
     finding = report.finding("load CUDA 13 library")
     assert report.exit_status == 1 and "built with cuBLAS 13.1.1" in finding.message
     assert finding.fix[0] == 'pip install --upgrade "nvidia-cublas>=13.1.1"'
+
+
+def test_every_loader_failure_cause_has_one_remedy():
+    # One table (policy.remedies()) says what each cause of a loader refusal advises and fixes.
+    from wheelops._compat.dlerror import Cause
+    from wheelops._compat.policy import remedies
+
+    assert set(remedies()) == set(Cause)
+    for cause, remedy in remedies().items():
+        assert remedy.advice.format(missing="libx.so", built="13.0.1", major=13) is not None, cause

@@ -123,7 +123,7 @@ def imported_by_doctor() -> bool:
     report what stops the import instead of dying of it. CPython sets sys.argv[0] to "-m"
     only while it imports the packages above the module that -m names, before any of the
     user's code runs; Python >= 3.10 also keeps the command line (sys.orig_argv) to tell
-    `-m wheelops` from `-m wheelops.jit`. Runs on every Python 3 (an old one is reported)."""
+    `-m wheelops` from `-m wheelops.ops`. Runs on every Python 3 (an old one is reported)."""
     if sys.argv[:1] != ["-m"]:
         return False
     argv = getattr(sys, "orig_argv", None)

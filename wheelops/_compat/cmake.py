@@ -1,15 +1,26 @@
 """What a C++ program that builds against a Torch install may load: the policy's answer,
 for `find_package(wheelops)`.
 
-wheelopsConfig.cmake runs this through share/cmake/wheelops/select_libraries.py, which
-loads this folder without importing wheelops or torch, with the root of the Torch that
-`find_package(Torch)` found. The same `evaluate` as import decides, over that Torch's
-facts (read from its files) instead of this process's: a C++ program loads the CPU
-library and the CUDA library of its Torch's CUDA major, under the same rules. It writes
-CMake `set()` lines for the accepted libraries, or prints the refusal and exits 1.
+wheelopsConfig.cmake runs this as `python -m _compat.cmake` with the wheelops folder on
+PYTHONPATH, so that this folder imports as a package of its own without importing
+wheelops or torch, with the root of the Torch that `find_package(Torch)` found. The same
+`evaluate` as import decides, over that Torch's facts (read from its files) instead of
+this process's: a C++ program loads the CPU library and the CUDA library of its Torch's
+CUDA major, under the same rules. It writes CMake `set()` lines for the accepted
+libraries, or prints the refusal and exits 1.
 """
 
 from __future__ import annotations
+
+import sys
+
+# CMake found whichever python3 comes first: an older one cannot parse the core, so say
+# so, and how to pass another, before importing it.
+if sys.version_info < (3, 10):  # noqa: UP036
+    sys.exit(
+        f"wheelops: reading the build facts needs Python >= 3.10, not {sys.version.split()[0]};"
+        " pass -DWHEELOPS_PYTHON=/path/to/python3"
+    )
 
 import argparse
 from pathlib import Path
@@ -78,3 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.out.write_text(cmake_settings(report))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@ mangled C++ symbols demangled.
 from __future__ import annotations
 
 import ctypes
+import enum
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -34,12 +35,42 @@ _TORCH_NAMESPACES = ("c10::", "at::", "torch::", "caffe2::", "aoti::")
 _STABLE_SHIM_PREFIXES = ("aoti_torch_", "torch_")
 
 
+class Cause(str, enum.Enum):
+    """Why the loader refused a library: which side is wrong. The values are stable
+    identifiers (the doctor's JSON prints them); policy.py holds each one's advice and fix."""
+
+    MISSING_FILE = "missing-file"  # the library itself is not there
+    CORRUPT_FILE = "corrupt-file"  # the library itself is not a complete ELF file
+    DEPENDENCY_DAMAGED = "dependency-damaged"  # a library it needs is a damaged copy
+    MISSING_LIBRARY = "missing-library"  # a library it needs is not found
+    CUDA_MAJOR = "cuda-major"  # it needs another CUDA major's runtime
+    CUDA_MINOR = "cuda-minor"  # the CUDA runtime is older than the build's
+    CUBLAS_MISSING = "cublas-missing"  # cuBLAS(Lt) of its CUDA major is not found
+    CUBLAS_TOO_OLD = "cublas-too-old"  # the cuBLAS loaded lacks a function it calls
+    TORCH_LIBRARIES = "torch-libraries"  # torch's own libraries are not found
+    TORCH_ABI = "torch-abi"  # it calls torch's unstable C++ ABI of another release
+    TORCH_TOO_OLD = "torch-too-old"  # torch lacks a stable-ABI function it calls
+    GLIBC = "glibc"  # the system's C library is older than the build's
+    LIBSTDCXX = "libstdcxx"  # the C++ runtime is older than the build's
+    ELF_CLASS = "elf-class"  # another word size than this Python
+    UNDEFINED_SYMBOL = "undefined-symbol"  # a symbol nothing loaded provides
+    UNKNOWN = "unknown"  # the loader's words match nothing above: they are shown as said
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class LoadFailure:
-    cause: str  # a stable identifier, e.g. "torch-abi", see classify()
+    """What the loader said about one library, classified."""
+
+    cause: Cause  # see classify(); the identifier's text is accepted too
     summary: str  # one sentence naming the cause and both sides
     raw: str  # the loader's own words
     missing: str | None = None  # the missing library or (demangled) symbol
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cause", Cause(self.cause))
 
 
 def dlopen_error(path: Path) -> str | None:
@@ -95,11 +126,11 @@ def classify(
     if missing:
         lib = missing.group("lib")
         if lib == str(path) or Path(lib).name == name:
-            return LoadFailure("missing-file", f"{name} is missing from the package", text, lib)
+            return LoadFailure(Cause.MISSING_FILE, f"{name} is missing from the package", text, lib)
         cuda = _CUDA_LIBRARY.match(Path(lib).name)
         if cuda and cuda.group(1).startswith("cublas"):
             return LoadFailure(
-                "cublas-missing",
+                Cause.CUBLAS_MISSING,
                 f"{name} needs {lib}, the GEMM library of cuBLAS {cuda.group('major')}, which "
                 "the loader cannot find (torch's CUDA wheels install it)",
                 text,
@@ -112,7 +143,7 @@ def classify(
             else:
                 side = f"torch {runtime_torch} brings CUDA {runtime_cuda}"
             return LoadFailure(
-                "cuda-major",
+                Cause.CUDA_MAJOR,
                 f"{name} needs {lib}, the CUDA {needed} runtime, and {side}: "
                 f"this library was built for CUDA {needed}",
                 text,
@@ -120,14 +151,14 @@ def classify(
             )
         if _TORCH_LIBRARY.match(Path(lib).name):
             return LoadFailure(
-                "torch-libraries",
+                Cause.TORCH_LIBRARIES,
                 f"{name} needs {lib} from torch, which the loader cannot find: torch "
                 f"{runtime_torch} is incomplete, or wheelops was loaded before torch",
                 text,
                 lib,
             )
         return LoadFailure(
-            "missing-library",
+            Cause.MISSING_LIBRARY,
             f"{name} needs {lib}, which is not installed or not on the loader's path",
             text,
             lib,
@@ -137,7 +168,7 @@ def classify(
         symbol = demangle(undefined.group("symbol"))
         if symbol.startswith(_TORCH_NAMESPACES):
             return LoadFailure(
-                "torch-abi",
+                Cause.TORCH_ABI,
                 f"{name} calls {symbol}, which torch {runtime_torch} does not have: it was "
                 f"built against torch {build_torch} with torch's C++ ABI, which changes "
                 "between torch releases",
@@ -146,7 +177,7 @@ def classify(
             )
         if symbol.startswith(_STABLE_SHIM_PREFIXES):
             return LoadFailure(
-                "torch-too-old",
+                Cause.TORCH_TOO_OLD,
                 f"{name} calls {symbol}, a stable-ABI function that torch {runtime_torch} "
                 f"does not have yet (built against torch {build_torch})",
                 text,
@@ -154,7 +185,7 @@ def classify(
             )
         if symbol.startswith("cublas"):
             return LoadFailure(
-                "cublas-too-old",
+                Cause.CUBLAS_TOO_OLD,
                 f"{name} calls {symbol}, which the cuBLAS loaded here does not have: it is "
                 "older than the cuBLAS the library was built with",
                 text,
@@ -162,14 +193,14 @@ def classify(
             )
         if symbol.startswith("cuda") or symbol.startswith("cu"):
             return LoadFailure(
-                "cuda-minor",
+                Cause.CUDA_MINOR,
                 f"{name} calls {symbol}, which the CUDA {runtime_cuda} runtime of torch "
                 f"{runtime_torch} does not have (built with CUDA {build_cuda})",
                 text,
                 symbol,
             )
         return LoadFailure(
-            "undefined-symbol",
+            Cause.UNDEFINED_SYMBOL,
             f"{name} calls {symbol}, which nothing loaded provides",
             text,
             symbol,
@@ -179,24 +210,28 @@ def classify(
         family, needed = version.group("family"), version.group("version")
         runtime = "C library (glibc)" if family == "GLIBC" else "C++ runtime (libstdc++)"
         return LoadFailure(
-            "glibc" if family == "GLIBC" else "libstdcxx",
+            Cause.GLIBC if family == "GLIBC" else Cause.LIBSTDCXX,
             f"{name} needs {needed}, and this system's {runtime} is older than the one "
             "it was built with",
             text,
             needed,
         )
     if "wrong ELF class" in text:
-        return LoadFailure("elf-class", f"{name} is for another word size than this Python", text)
+        return LoadFailure(
+            Cause.ELF_CLASS, f"{name} is for another word size than this Python", text
+        )
     damaged = _DAMAGED_FILE.search(text)
     if damaged:
         file = damaged.group("file")
         if Path(file).name != name:  # a dependency: blame the file the loader named
             return LoadFailure(
-                "dependency-damaged",
+                Cause.DEPENDENCY_DAMAGED,
                 f"{name} needs {Path(file).name}, and the loader found a damaged copy of it "
                 f"at {file} (not a complete ELF library); the wheelops library is intact",
                 text,
                 file,
             )
-        return LoadFailure("corrupt-file", f"{name} is damaged (not a complete ELF library)", text)
-    return LoadFailure("unknown", f"the loader refused {name}", text)
+        return LoadFailure(
+            Cause.CORRUPT_FILE, f"{name} is damaged (not a complete ELF library)", text
+        )
+    return LoadFailure(Cause.UNKNOWN, f"the loader refused {name}", text)

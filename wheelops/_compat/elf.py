@@ -96,6 +96,8 @@ _SHN_UNDEF = 0
 
 @dataclass(frozen=True)
 class LinkFacts:
+    """What a library needs from the loader and what it defines."""
+
     needed: tuple[str, ...]  # DT_NEEDED entries, in order
     defined: frozenset[str]  # symbols the library defines (.dynsym and .symtab)
 

@@ -66,7 +66,7 @@ class BuildInfo:
     cuda_libraries: tuple[CudaLibraryInfo, ...] = ()  # one per CUDA major at most
     built_as: str | None = None  # the matrix variant the build was for; None: from the CUDA
     cxx_runtime: str | None = None  # "libstdc++.so.6 (shared)"
-    dev_mode: bool = False  # built by wheelops.jit rather than by a wheel build
+    dev_mode: bool = False  # built by build_tools.dev (dev mode) rather than by a wheel build
 
     @property
     def variant(self) -> str:
@@ -123,6 +123,8 @@ def read_build_info(path: Path, checkout: bool = False) -> BuildInfo | Unreadabl
 
 @dataclass(frozen=True)
 class RuntimeFacts:
+    """This process (or a C++ program's LibTorch): what the build facts are compared with."""
+
     python_version: str | None  # None: a C++ program (it links LibTorch, not Python)
     machine: str
     torch_version: str | None  # None: torch is not installed
@@ -264,6 +266,8 @@ def _label_runtime(version: str) -> tuple[str | None, str | None, str | None]:
 
 @dataclass(frozen=True)
 class Gpu:
+    """One CUDA device, as torch sees it (read at its first CUDA use, never at import)."""
+
     index: int
     name: str
     capability: tuple[int, int]

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import elf, record
-from .dlerror import LoadFailure, classify, dlopen_error
 from .early import CompatibilityError, UnsupportedGPUError
 from .early import finding_lines as _finding_lines
 from .facts import (
@@ -30,10 +29,12 @@ from .facts import (
     this_process,
 )
 from .matrix import matrix
-from .policy import Finding, LibraryFile, Report, Status, evaluate, gpu_finding
+from .policy import Finding, Inputs, LibraryFile, Report, Status, evaluate, gpu_finding
 
 if TYPE_CHECKING:
     import torch
+
+    from .dlerror import LoadFailure
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 CMAKE_PREFIX = PACKAGE_DIR / "share" / "cmake"  # holds wheelops/wheelopsConfig.cmake
@@ -53,8 +54,10 @@ def cuda_override() -> str | None:
     return os.environ.get(CUDA_LIBRARY_ENV, "").strip() or None
 
 
-@dataclass
+@dataclass(eq=False)  # the one record of a process's libraries: never compared
 class Loaded:
+    """The libraries this process loaded, and the report that let them load."""
+
     cpu: Path
     cuda: Path | None
     report: Report
@@ -75,11 +78,11 @@ class Loaded:
         return finding.message + "".join(f". Fix: {c}" for c in finding.fix[:1])
 
 
-@dataclass
+@dataclass(eq=False)
 class _State:
     """The one record of what loading found: the inputs `evaluate` saw, and the outcome."""
 
-    inputs: dict[str, Any] = field(default_factory=dict)
+    inputs: Inputs | None = None
     report: Report | None = None
     loaded: Loaded | None = None
     error: CompatibilityError | None = None
@@ -89,8 +92,17 @@ _state = _State()
 
 
 def find_cpu_library(directory: Path) -> Path | None:
-    matches = sorted(directory.glob("_ops_cpu*.so"))
+    matches = _libraries(directory, "_ops_cpu")
     return matches[0] if matches else None
+
+
+def _libraries(directory: Path, prefix: str) -> list[Path]:
+    """The `prefix`*.so files of `directory`, sorted (a listing: cheaper than Path.glob)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(directory / n for n in names if n.startswith(prefix) and n.endswith(".so"))
 
 
 def loaded() -> Loaded | None:
@@ -112,11 +124,12 @@ def state() -> _State:
 def build_info() -> BuildInfo:
     """The build facts of this wheelops: see BuildInfo. Raises RuntimeError where they
     cannot be read (an unbuilt source checkout, a damaged install)."""
-    facts = _state.inputs.get("build") or read_build_info(PACKAGE_DIR / BUILD_INFO_FILE)
+    facts = _state.inputs.build if _state.inputs else None
+    facts = facts or read_build_info(PACKAGE_DIR / BUILD_INFO_FILE)
     if isinstance(facts, UnreadableBuildInfo):
         raise RuntimeError(
             f"wheelops has no build facts: {facts.path} is {facts.state}. "
-            + ("Build in place with `python -m wheelops.jit`." if facts.checkout else "")
+            + ("Build in place with `python -m build_tools.dev`." if facts.checkout else "")
         )
     return facts
 
@@ -131,7 +144,7 @@ def load_installed(strict: bool = True) -> Loaded | None:
         return _state.loaded
     build, cpu, cuda = installed()
     if isinstance(build, UnreadableBuildInfo) and build.checkout:
-        _state.inputs = {"build": build, "files": []}
+        _state.inputs = Inputs(build)
         return None
     return load_libraries(build, cpu, cuda, strict=strict, verify=True)
 
@@ -140,7 +153,7 @@ def installed() -> tuple[BuildInfo | UnreadableBuildInfo, Path | None, dict[int,
     """The package's build facts, its CPU library and its CUDA libraries by major (as the
     facts name them); the facts say `checkout` where no library is built at all."""
     cpu = find_cpu_library(PACKAGE_DIR)
-    checkout = cpu is None and not any(PACKAGE_DIR.glob("_ops_cuda*.so"))
+    checkout = cpu is None and not _libraries(PACKAGE_DIR, "_ops_cuda")
     build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
     cuda = {}
     if isinstance(build, BuildInfo):
@@ -171,24 +184,29 @@ def load_libraries(
             f"wheelops native libraries are already loaded from {_state.loaded.cpu}: a "
             "process loads them once; start a new process to load another build"
         )
-    files = library_files(cpu, cuda)
-    failures: dict[str, LoadFailure] = {}
-    changed: dict[str, str] = {}
-    _state.inputs = {"build": build, "files": files, "load_failures": failures,
-                     "guard": guard_enabled(), "cuda_override": cuda_override(),
-                     "changed_libraries": changed,
-                     "installed_version": record.installed_version(PACKAGE_DIR)}  # fmt: skip
+    _state.inputs = Inputs(
+        build,
+        files=library_files(cpu, cuda),
+        load_failures={},
+        guard=guard_enabled(),
+        cuda_override=cuda_override(),
+        changed_libraries={},
+        installed_version=record.installed_version(PACKAGE_DIR),
+    )
     report = _evaluate()
     if verify:  # a library that is not the wheel's may abort the process once mapped
+        changed = {}
         for candidate in report.to_load:
             damage = record.library_damage(PACKAGE_DIR, Path(candidate.path))
             if damage is not None:
                 changed[candidate.role] = damage
-        report = _evaluate() if changed else report
+        if changed:
+            _state.inputs = replace(_state.inputs, changed_libraries=changed)
+            report = _evaluate()
     for candidate in report.to_load:
         failure = _dlopen(Path(candidate.path), build, candidate.role)
         if failure is not None:
-            failures[candidate.role] = failure
+            _state.inputs = replace(_state.inputs, load_failures={candidate.role: failure})
             report = _evaluate()
             break
     _state.report = report
@@ -204,7 +222,20 @@ def load_libraries(
 
 
 def _evaluate(**extra: Any) -> Report:
-    return evaluate(runtime=this_process(), matrix=matrix(), **_state.inputs, **extra)
+    """`evaluate` over what loading found (where loading never began: the build facts)."""
+    found = _state.inputs or Inputs(installed()[0])
+    return evaluate(
+        found.build,
+        this_process(),
+        matrix(),
+        files=found.files,
+        load_failures=found.load_failures,
+        guard=found.guard,
+        cuda_override=found.cuda_override,
+        changed_libraries=found.changed_libraries,
+        installed_version=found.installed_version,
+        **extra,
+    )
 
 
 def report_with_devices(
@@ -239,6 +270,8 @@ def _dlopen(path: Path, build: BuildInfo | UnreadableBuildInfo, role: str) -> Lo
     try:
         torch.ops.load_library(str(path))
     except OSError as err:
+        from .dlerror import classify, dlopen_error  # only a failed load reads it
+
         # torch replaces the loader's words with "Could not load this library".
         text = str(err.__cause__ or "") or dlopen_error(path) or str(err)
         runtime = this_process()
@@ -295,7 +328,7 @@ def require(op: str) -> None:
     shadowed = other_installs(PACKAGE_DIR)  # only on this error path, never at import
     raise RuntimeError(
         f"wheelops.{op}: the wheelops native libraries are not built. In a source "
-        "checkout run `python -m wheelops.jit` (or call wheelops.jit.load()); "
+        "checkout run `python -m build_tools.dev` (or call build_tools.dev.load()); "
         "otherwise reinstall with `pip install --force-reinstall --no-deps wheelops`."
         + (f" Not used, because {PACKAGE_DIR} comes first on sys.path: "
            + "; ".join(shadowed) if shadowed else "")

@@ -1,17 +1,20 @@
 """The one model of matrix.json: the variants, their CUDA and GPU archs, and install commands.
 
-The only reader of matrix.json. The guard uses it to say which variant serves a
-torch; the build tooling (build_tools) to pick toolkits, arch lists, images and
-torch versions. No torch import, no decisions about this machine.
+The only reader of matrix.json (`read`). This model holds what the guard reads: which
+variant serves a torch and a GPU, and the commands it prints. The build tooling extends
+it (build_tools/matrix.py: toolkits, compilers, images, platforms, the torch releases
+each variant is built and tested with) over the same data, so both sides always agree
+on names, CUDA releases and arch lists. No torch import, no decisions about this machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .archs import ArchList, kernel_for, parse_arch_list
 
@@ -35,18 +38,12 @@ def variant_name(cuda_version: str | None) -> str:
 
 @dataclass(frozen=True)
 class Variant:
+    """A row of matrix.json, as far as the guard reads it."""
+
     name: str  # "cpu", "cu130", ...: the index folder and the wheel's local version label
     cuda: str | None
-    toolkit: str | None  # the exact CUDA toolkit release the variant is built with
-    toolkit_source: str | None  # "pypi" (toolkit wheels) or "image" (the Docker image's)
     arch_list: str | None  # TORCH_CUDA_ARCH_LIST
-    host_compiler: str  # the manylinux gcc-toolset the image compiles with
-    build_torch: str
-    torch: tuple[str, ...]  # torch releases the wheel is tested against
-    smoke_torch: str | None  # the one torch a quick run tests against
-    platforms: tuple[str, ...]
     parts: tuple[str, ...] = ()  # variants whose CUDA libraries it holds (universal)
-    quick_torch: tuple[str, ...] = ()  # torch releases a quick run tests besides smoke_torch
     index: bool = True  # published on the variant index as a wheel of its own
 
     @property
@@ -64,15 +61,13 @@ class Variant:
 
 @dataclass(frozen=True)
 class Matrix:
+    """matrix.json, as far as the guard reads it: the variants and where to install from."""
+
     index_url: str  # where the guard's commands install from (WHEELOPS_INDEX_URL overrides)
-    published_index_url: str  # the index as matrix.json publishes it
     torch_index_url: str
     source_url: str
     default_variant: str  # the CUDA variant whose torch the guard suggests by default
     pypi_variant: str  # the wheel PyPI gets, unlabelled
-    manylinux: str
-    python: str
-    image_repository: str
     variants: tuple[Variant, ...]
 
     @property
@@ -88,16 +83,6 @@ class Matrix:
     def cuda_majors(self) -> tuple[int, ...]:
         """The CUDA majors wheelops builds libraries for: 12, 13."""
         return tuple(sorted({m[0] for v in self.variants if (m := v.cuda_major_minor)}))
-
-    def image(self, variant: str, arch: str) -> str:
-        """The build image of a variant on a platform."""
-        return f"{self.image_repository}:{variant}-{arch}"
-
-    def manylinux_tag(self, arch: str) -> str:
-        return f"{self.manylinux}_{arch}"
-
-    def base_image(self, arch: str) -> str:
-        return f"quay.io/pypa/{self.manylinux}_{arch}"
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -118,25 +103,6 @@ class Matrix:
             if v.cuda_major_minor[1] <= minor
         ]
         return sorted(fitting, key=lambda v: v.cuda_major_minor or (0, 0), reverse=True)
-
-    def default_arch_list(self, cuda_version: str) -> str:
-        """The list of this CUDA release's variant, else of the newest variant of its major
-        that is not newer (a 13.2 toolkit builds what 13.0 does)."""
-        major, minor = version_tuple(cuda_version)
-        fitting = [
-            v
-            for v in self.variants
-            if v.arch_list and v.cuda_major_minor
-            if v.cuda_major_minor[0] == major and v.cuda_major_minor[1] <= minor
-        ]
-        fitting.sort(key=lambda v: v.cuda_major_minor or (0, 0), reverse=True)
-        if not fitting:
-            raise RuntimeError(
-                f"the matrix ({MATRIX_FILE.name}) has no variant for CUDA {cuda_version}; "
-                "set TORCH_CUDA_ARCH_LIST"
-            )
-        assert fitting[0].arch_list is not None
-        return fitting[0].arch_list
 
     # The commands the guard prints. --no-deps: the wheelops index holds no torch, and
     # the torch installed stays.
@@ -172,28 +138,46 @@ class Matrix:
         )
 
 
-def load(path: Path = MATRIX_FILE) -> Matrix:
-    data = json.loads(path.read_text())
+def read(path: Path = MATRIX_FILE) -> dict[str, Any]:
+    """matrix.json as data: the one place that reads the file."""
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+M = TypeVar("M", bound=Matrix)
+
+
+def model_of(
+    data: dict[str, Any], matrix_type: type[M], variant_type: type[Variant], **extra: Any
+) -> M:
+    """A model of the data: each variant's row (lists as tuples) as far as `variant_type`
+    has fields for it, so that the runtime's model skips the build's fields; the build's
+    model (build_tools/matrix.py) has a field for every key and `extra` for its own."""
+    names = {f.name for f in fields(variant_type)} - {"name"}
     variants = tuple(
-        Variant(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
-        for name, spec in data["variants"].items()
+        variant_type(
+            name=name,
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in row.items() if k in names},
+        )
+        for name, row in data["variants"].items()
     )
     for v in variants:  # the name <-> CUDA convention holds for every single-CUDA row
         if not v.parts and v.name != variant_name(v.cuda):
-            raise ValueError(f"{path.name}: variant {v.name!r} has CUDA {v.cuda}")
-    return Matrix(
+            raise ValueError(f"matrix.json: variant {v.name!r} has CUDA {v.cuda}")
+    return matrix_type(
         # An override for mirrors and for testing a local index.
         index_url=os.environ.get("WHEELOPS_INDEX_URL", data["index_url"]).rstrip("/"),
-        published_index_url=data["index_url"].rstrip("/"),
         torch_index_url=data["torch_index_url"].rstrip("/"),
         source_url=data["source_url"],
         default_variant=data["default_variant"],
         pypi_variant=data["pypi_variant"],
-        manylinux=data["manylinux"],
-        python=data["python"],
-        image_repository=data["image_repository"],
         variants=variants,
+        **extra,
     )
+
+
+def load(path: Path = MATRIX_FILE) -> Matrix:
+    return model_of(read(path), Matrix, Variant)
 
 
 @cache

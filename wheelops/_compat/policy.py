@@ -1,7 +1,8 @@
 """The compatibility policy: one pure `evaluate` decides what loads, and says why.
 
-Every rule lives here (README's Compatibility table, plus the build facts, the
-library files, the loader's failures, the driver and the GPUs). `evaluate`
+Every rule lives here (docs/design.md, "Check before load, explain after failure", and
+README's Compatibility table, plus the build facts, the library files, the loader's
+failures, the driver and the GPUs). `evaluate`
 takes recorded facts and returns a Report: each candidate library accepted or
 rejected with its reason, every finding with both sides and the commands that
 fix it, the verdict and the exit status. Nothing here loads a library or
@@ -14,21 +15,18 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .archs import describe, kernel_for
-from .dlerror import LoadFailure
 from .early import python_rule
-from .facts import (
-    BuildInfo,
-    CompilerProbe,
-    CudaLibraryInfo,
-    Gpu,
-    RuntimeFacts,
-    UnreadableBuildInfo,
-)
+from .facts import BuildInfo, CudaLibraryInfo, RuntimeFacts, UnreadableBuildInfo
 from .matrix import Matrix, variant_name, version_tuple
-from .record import FileDamage
+
+if TYPE_CHECKING:  # only a failed load or the doctor needs them: import never loads them
+    from .dlerror import Cause, LoadFailure
+    from .facts import CompilerProbe, Gpu
+    from .record import FileDamage
 
 
 class Status(enum.IntEnum):
@@ -42,6 +40,8 @@ class Status(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Finding:
+    """One compared fact: both sides, the verdict, why, and the commands that fix it."""
+
     check: str  # what was compared: "Python", "torch", "CUDA", "GPU cuda:0", ...
     status: Status
     build: str  # the build's side
@@ -67,6 +67,8 @@ class LibraryFile:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A library the loader may load, accepted or rejected, with the reason."""
+
     role: str
     path: str
     accepted: bool
@@ -79,6 +81,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Report:
+    """What `evaluate` decided: the candidates, every finding, the verdict."""
+
     build: BuildInfo | UnreadableBuildInfo
     runtime: RuntimeFacts
     candidates: tuple[Candidate, ...]
@@ -121,6 +125,21 @@ def role_name(role: str) -> str:
 
 def cuda_role(library: CudaLibraryInfo) -> str:
     return f"cuda{library.major}"
+
+
+@dataclass(frozen=True, eq=False)  # handed over, never compared
+class Inputs:
+    """What the loader found and hands to `evaluate`, beside this process's facts and the
+    matrix (see evaluate for each): one record, kept as the loader's state, so that the
+    doctor's report evaluates exactly what import did."""
+
+    build: BuildInfo | UnreadableBuildInfo
+    files: Sequence[LibraryFile] = ()
+    load_failures: Mapping[str, LoadFailure] | None = None
+    guard: bool = True
+    cuda_override: str | None = None
+    changed_libraries: Mapping[str, str] | None = None
+    installed_version: str | None = None
 
 
 def evaluate(
@@ -274,8 +293,74 @@ def _torch_label(torch_version: str) -> str | None:
     return label if plus and label.startswith(("cu", "cpu", "rocm", "xpu")) else None
 
 
-@dataclass(frozen=True)
+class Fix(enum.Enum):
+    """Which commands fix a loader failure (Rules.fix writes them for the build)."""
+
+    REINSTALL = "reinstall the same wheel"
+    UPGRADE_TORCH = "a torch at least the build's"
+    VARIANT = "the wheelops variant of this torch, or the torch of this variant"
+    CUBLAS = "a cuBLAS at least the build's, or a newer torch"
+    NONE = "no command: the advice says what to change"
+
+
+class Remedy(NamedTuple):
+    advice: str  # appended to the failure's summary; may name {missing}, {built}, {major}
+    fix: Fix
+
+
+_NEWER_CUBLAS = Remedy(
+    " (built with cuBLAS {built}); install cuBLAS {major} at least as new, "
+    "as torch's CUDA wheels do",
+    Fix.CUBLAS,
+)
+
+
+@cache
+def remedies() -> Mapping[Cause, Remedy]:
+    """Every cause of a loader failure (dlerror.Cause), its advice and its fix: the one
+    table. Built at the first failure: a load that works never reads dlerror.py."""
+    from .dlerror import Cause
+
+    return {
+        Cause.MISSING_FILE: Remedy("", Fix.REINSTALL),
+        Cause.CORRUPT_FILE: Remedy("", Fix.REINSTALL),
+        Cause.MISSING_LIBRARY: Remedy("", Fix.REINSTALL),
+        Cause.UNDEFINED_SYMBOL: Remedy("", Fix.REINSTALL),
+        Cause.UNKNOWN: Remedy("", Fix.REINSTALL),
+        Cause.TORCH_TOO_OLD: Remedy("", Fix.UPGRADE_TORCH),
+        Cause.TORCH_LIBRARIES: Remedy(
+            "; import torch before wheelops, or reinstall torch", Fix.UPGRADE_TORCH
+        ),
+        Cause.TORCH_ABI: Remedy("", Fix.VARIANT),
+        Cause.CUDA_MAJOR: Remedy("", Fix.VARIANT),
+        Cause.CUDA_MINOR: Remedy("", Fix.VARIANT),
+        Cause.CUBLAS_MISSING: _NEWER_CUBLAS,
+        Cause.CUBLAS_TOO_OLD: _NEWER_CUBLAS,
+        Cause.LIBSTDCXX: Remedy(
+            "; run on a system with GCC >= 13's libstdc++ (e.g. Ubuntu 24.04), or in a "
+            "conda environment: conda install -c conda-forge 'libstdcxx-ng>=13'",
+            Fix.NONE,
+        ),
+        Cause.GLIBC: Remedy(
+            "; run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)",
+            Fix.NONE,
+        ),
+        Cause.DEPENDENCY_DAMAGED: Remedy(
+            "; replace or remove the damaged {missing} (the loader took it from "
+            "LD_LIBRARY_PATH or the system's library directories, before torch's own "
+            "copy); reinstalling wheelops would not help",
+            Fix.NONE,
+        ),
+        Cause.ELF_CLASS: Remedy(
+            "; use a 64-bit Python (wheelops publishes 64-bit wheels only)", Fix.NONE
+        ),
+    }
+
+
+@dataclass(eq=False)  # a private holder of the facts: nothing compares or hashes it
 class _Rules:
+    """The rules over one set of facts: one method per finding."""
+
     matrix: Matrix
     runtime: RuntimeFacts
     cuda_override: int | str | None = None
@@ -352,7 +437,7 @@ class _Rules:
             return Finding(
                 "native libraries", Status.FATAL, "not built", "source checkout",
                 "this is a source checkout whose native libraries are not built",
-                ("python -m wheelops.jit",),
+                ("python -m build_tools.dev",),
             )  # fmt: skip
         return Finding(
             "build facts",
@@ -540,49 +625,20 @@ class _Rules:
                        problem, message, fix)  # fmt: skip
 
     def load_failure(self, build: BuildInfo, role: str, failure: LoadFailure) -> Finding:
-        cause, advice = failure.cause, ""
-        fix: tuple[str, ...] = (self.reinstall(build),)
-        if self.override is not None and role != "cpu":
+        if self.override is not None and role != "cpu":  # the expert's choice comes first
             advice = (
                 f"; WHEELOPS_CUDA_LIBRARY={self.override} asked for this library: unset it "
                 "to load the library of torch's CUDA"
             )
-            fix = ("unset WHEELOPS_CUDA_LIBRARY",)
-        elif cause == "torch-too-old":
-            fix = (self.upgrade_torch(build),)
-        elif cause == "libstdcxx":
-            advice = (
-                "; run on a system with GCC >= 13's libstdc++ (e.g. Ubuntu 24.04), or in a "
-                "conda environment: conda install -c conda-forge 'libstdcxx-ng>=13'"
-            )
-            fix = ()
-        elif cause == "glibc":
-            advice = "; run on a system with glibc >= 2.28 (wheelops wheels are manylinux_2_28)"
-            fix = ()
-        elif cause == "dependency-damaged":
-            advice = (
-                f"; replace or remove the damaged {failure.missing} (the loader took it from "
-                "LD_LIBRARY_PATH or the system's library directories, before torch's own "
-                "copy); reinstalling wheelops would not help"
-            )
-            fix = ()
-        elif cause == "elf-class":
-            advice = "; use a 64-bit Python (wheelops publishes 64-bit wheels only)"
-            fix = ()
-        elif cause == "torch-libraries":
-            advice = "; import torch before wheelops, or reinstall torch"
-            fix = (self.upgrade_torch(build),)
-        elif cause in ("torch-abi", "cuda-major", "cuda-minor"):
-            fix = self.variant_fix(build.stable_abi_floor)
-        elif cause in ("cublas-missing", "cublas-too-old"):
-            library = next(lib for lib in build.cuda_libraries if cuda_role(lib) == role)
-            built = library.cublaslt_version or library.cuda_version
-            advice = (
-                f" (built with cuBLAS {built}); install cuBLAS {library.major} at least as new, "
-                "as torch's CUDA wheels do"
-            )
-            package = "nvidia-cublas-cu12" if library.major == 12 else "nvidia-cublas"
-            fix = (f'pip install --upgrade "{package}>={built}"', self.upgrade_torch(build))
+            fix: tuple[str, ...] = ("unset WHEELOPS_CUDA_LIBRARY",)
+        else:
+            remedy = remedies()[failure.cause]
+            values: dict[str, Any] = {"missing": failure.missing}
+            if remedy.fix is Fix.CUBLAS:
+                library = next(lib for lib in build.cuda_libraries if cuda_role(lib) == role)
+                values.update(built=library.cublaslt_version or library.cuda_version,
+                              major=library.major)  # fmt: skip
+            advice, fix = remedy.advice.format(**values), self.fix(remedy.fix, build, values)
         return Finding(
             f"load {role_name(role)} library",
             Status.FATAL,
@@ -591,6 +647,20 @@ class _Rules:
             f"{failure.summary}{advice}. The loader said: {failure.raw}",
             fix,
         )
+
+    def fix(self, kind: Fix, build: BuildInfo, values: Mapping[str, Any]) -> tuple[str, ...]:
+        """The commands of one kind of fix for this build."""
+        if kind is Fix.REINSTALL:
+            return (self.reinstall(build),)
+        if kind is Fix.UPGRADE_TORCH:
+            return (self.upgrade_torch(build),)
+        if kind is Fix.VARIANT:
+            return self.variant_fix(build.stable_abi_floor)
+        if kind is Fix.CUBLAS:
+            package = "nvidia-cublas-cu12" if values["major"] == 12 else "nvidia-cublas"
+            return (f'pip install --upgrade "{package}>={values["built"]}"',
+                    self.upgrade_torch(build))  # fmt: skip
+        return ()
 
     def installed_files(
         self, build: BuildInfo | UnreadableBuildInfo, damage: Sequence[FileDamage | str]

@@ -23,6 +23,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class FileDamage:
+    """An installed file that is not as the wheel's RECORD lists it."""
+
     path: str  # the file, absolute
     state: str  # "missing", "changed (sha256 differs from RECORD)", "unreadable (...)"
 
@@ -32,8 +34,14 @@ class FileDamage:
 
 def record_of(package_dir: Path) -> Path | None:
     """The RECORD of the distribution that installed this package; None for a source tree."""
-    for dist_info in sorted(package_dir.parent.glob("wheelops-*.dist-info")):
-        return dist_info / "RECORD"
+    # A listing, not Path.glob: import reads it, and site-packages can hold thousands.
+    try:
+        names = sorted(os.listdir(package_dir.parent))
+    except OSError:
+        return None
+    for name in names:
+        if name.startswith("wheelops-") and name.endswith(".dist-info"):
+            return package_dir.parent / name / "RECORD"
     return None
 
 

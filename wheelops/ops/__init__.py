@@ -26,7 +26,7 @@ OP_MODULES: tuple[ModuleType, ...] = tuple(
 def _until_built(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """In a checkout with nothing built, `torch.ops.wheelops.<op>` does not exist: the
     function says what to do (README troubleshooting) instead of an AttributeError from
-    torch, and works once `wheelops.jit.load()` has built and loaded the ops."""
+    torch, and works once `build_tools.dev.load()` has built and loaded the ops."""
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:

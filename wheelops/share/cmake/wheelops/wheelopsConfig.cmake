@@ -34,8 +34,11 @@ if(NOT WHEELOPS_PYTHON)
 endif()
 
 set(_wheelops_settings "${CMAKE_CURRENT_BINARY_DIR}/wheelops-libraries.cmake")
+# The compatibility core, imported as a package of its own (`_compat`, from the wheelops
+# folder on PYTHONPATH): importing wheelops would import torch, and this Python may have none.
 execute_process(
-  COMMAND "${WHEELOPS_PYTHON}" "${CMAKE_CURRENT_LIST_DIR}/select_libraries.py"
+  COMMAND "${CMAKE_COMMAND}" -E env "PYTHONPATH=${_wheelops_package}"
+          "${WHEELOPS_PYTHON}" -m _compat.cmake
           --torch-root "${_wheelops_torch_root}" --out "${_wheelops_settings}"
   RESULT_VARIABLE _wheelops_status
   OUTPUT_VARIABLE _wheelops_refusal

@@ -1,48 +1,46 @@
 """Dev mode: build csrc/ in place with ninja and register the ops, no reinstall.
 
-    python -m wheelops.jit            # build (incrementally) and load; prints what it built
-    >>> import wheelops.jit; wheelops.jit.load()
+    python -m build_tools.dev         # build (incrementally) and load; prints what it built
+    >>> import build_tools.dev; build_tools.dev.load()
 
-Works from a source checkout (csrc/ and build_tools/ next to the package) that
-has no built libraries in wheelops/. Objects are cached per torch/CUDA version
-(WHEELOPS_JIT_CACHE or ~/.cache/wheelops/jit) and only what changed is
-rebuilt. The CUDA library needs a matched toolkit, as for a wheel build (the
-PyPI one next to torch, or CUDA_HOME); without TORCH_CUDA_ARCH_LIST it is built
-for the GPUs of this machine. A library already loaded in a process cannot be
+Build tooling, not part of the wheel: it works from a source checkout (csrc/, build_tools/
+and wheelops/ side by side, run from its root) whose wheelops/ has no built libraries.
+Objects are cached per torch/CUDA version (WHEELOPS_JIT_CACHE or ~/.cache/wheelops/jit)
+and only what changed is rebuilt. The CUDA library needs a matched toolkit, as for a
+wheel build (the PyPI one next to torch, or CUDA_HOME); without TORCH_CUDA_ARCH_LIST it
+is built for the GPUs of this machine. A library already loaded in a process cannot be
 replaced: re-run the process after editing a kernel.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
+import wheelops
+from build_tools import build_facts, cublaslt, cxx_runtime, flags, native_sources
+from build_tools.arch_list import ArchList
+from build_tools.cuda_toolkit import CudaToolkit
+from build_tools.plan import prepare_cuda_build
 from wheelops._compat import loader
 from wheelops._compat.facts import BuildInfo, read_build_info, this_process
 from wheelops._compat.matrix import variant_name
 
-if TYPE_CHECKING:  # build_tools exists only in a source checkout
-    from build_tools.cuda_toolkit import CudaToolkit
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-CHECKOUT = PACKAGE_DIR.parent
+CHECKOUT = native_sources.ROOT
 
 
 def _require_checkout() -> None:
-    if not (CHECKOUT / "csrc" / "ops").is_dir() or not (CHECKOUT / "build_tools").is_dir():
+    """Dev mode loads what it builds into the wheelops that Python imported: that must be
+    this checkout's, not an installed wheel that comes first on sys.path."""
+    imported = Path(wheelops.__file__).resolve().parent
+    if imported != CHECKOUT / "wheelops":
         raise RuntimeError(
-            f"wheelops.jit builds from a source checkout, but {PACKAGE_DIR} is an installed "
-            "package (no csrc/ next to it). Clone the repository and run from its root."
-        )
-    if importlib.util.find_spec("build_tools") is None:
-        raise RuntimeError(
-            f"wheelops.jit needs the checkout's build_tools importable: run from {CHECKOUT} "
-            f"(python -m wheelops.jit) or put it on PYTHONPATH"
+            f"dev mode builds {CHECKOUT}, but Python imported wheelops from {imported} (an "
+            f"installed package). Run from the checkout's root: cd {CHECKOUT} && "
+            "python -m build_tools.dev"
         )
 
 
@@ -63,9 +61,8 @@ def _gpu_arch_list() -> str | None:
     return ";".join(f"{major}.{minor}" for major, minor in caps)
 
 
-def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
-    from build_tools import flags, native_sources
-
+def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: bool) -> Path:
+    flags.use_toolkit(toolkit)
     # torch's JIT links "-lcudart", which needs an unversioned libcudart.so.
     link_dir = cache / "cudart"
     link_dir.mkdir(parents=True, exist_ok=True)
@@ -77,17 +74,13 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, verbose: bool) -> Path:
 
     from torch.utils import cpp_extension
 
-    # Also when cpp_extension was imported before CUDA_HOME was exported.
-    cpp_extension.CUDA_HOME = str(toolkit.home)
     (cache / "cuda").mkdir(parents=True, exist_ok=True)
-    from build_tools import cublaslt
-
     lt = cublaslt.find(toolkit)  # fused_linear_gelu's GEMMs
     path = cpp_extension.load(
         name="wheelops_ops_cuda",
         sources=[str(p) for p in native_sources.cuda_sources()],
         extra_cflags=flags.cxx_flags(),
-        extra_cuda_cflags=flags.nvcc_flags(),
+        extra_cuda_cflags=[*flags.nvcc_flags(), *flags.gencode_flags(archs)],
         extra_include_paths=[
             str(native_sources.INCLUDE_DIR),
             str(toolkit.include_dir),
@@ -121,13 +114,8 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
             "source checkout without built libraries in wheelops/ (delete wheelops/*.so)."
         )
     _require_checkout()
-    from build_tools import build_facts, cxx_runtime, flags, native_sources
-    from build_tools.plan import prepare_cuda_build
-
     toolkit, archs = None, None
     if _cuda_torch() if cuda is None else cuda:
-        # Before torch.utils.cpp_extension is first imported: it settles
-        # CUDA_HOME then, from PATH if unset, and a build never uses PATH's nvcc.
         toolkit, archs = prepare_cuda_build(torch.version.cuda, _gpu_arch_list())
     from torch.utils import cpp_extension
 
@@ -144,7 +132,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
         is_python_module=False,
         verbose=verbose,
     )
-    cuda_path = _build_cuda(cache, toolkit, verbose) if toolkit else None
+    cuda_path = _build_cuda(cache, toolkit, archs, verbose) if toolkit and archs else None
     built = [Path(cpu_path), *([cuda_path] if cuda_path else [])]
     cuda = []
     if toolkit and archs and cuda_path:
@@ -159,7 +147,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     # Written by the build's writer, read back by this package's reader.
     info = read_build_info(build_facts.write(facts, cache))
     if not isinstance(info, BuildInfo):
-        raise RuntimeError(f"wheelops.jit wrote build facts it cannot read: {info.state}")
+        raise RuntimeError(f"build_tools.dev wrote build facts it cannot read: {info.state}")
     assert cuda_path is not None or not info.cuda_libraries
     loader.load_libraries(
         info, Path(cpu_path), {lib.major: cuda_path for lib in info.cuda_libraries}
@@ -172,7 +160,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m wheelops.jit", description=__doc__.split("\n")[0]
+        prog="python -m build_tools.dev", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--verbose", action="store_true", help="show the compiler commands")
     parser.add_argument("--cpu-only", action="store_true", help="skip the CUDA library")

@@ -1,0 +1,98 @@
+"""What `import wheelops` costs a program that already imports torch.
+
+    python3 benchmarks/import_time.py              # best of 9 fresh processes each
+    python3 benchmarks/import_time.py --runs 21 --json out.json
+
+Two numbers, each the best of `--runs` fresh interpreters (the first import of a process
+is the one a user pays; the best of several is the least disturbed by the machine):
+
+- in-process: the wall time of `import wheelops` right after `import torch`, measured
+  inside the process (the guard's checks, loading the libraries, registering the Python
+  kernels: all of it), and the CPU time it took (steadier where other work shares the
+  machine);
+- as a process: `python -c "import torch, wheelops"` against `python -c "import torch"`,
+  start to exit, so that interpreter shutdown and anything deferred count too; wall time
+  and CPU time (the children's user + system time).
+
+Run it as a script with the Python whose wheelops is to be measured (not `python -m`
+from the checkout's root, which would put the source tree first on sys.path). It prints
+the numbers and where wheelops was imported from; it sets no limit (issue #28's target,
+on the 2-core CPU machine: 15 ms in-process, 30 ms as a process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+IN_PROCESS = (
+    "import time, torch\n"
+    "start, cpu = time.perf_counter(), time.process_time()\n"
+    "import wheelops\n"
+    "print(time.perf_counter() - start, time.process_time() - cpu, wheelops.__file__)\n"
+)
+
+
+def _process_seconds(code: str) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of `python -c code`, start to exit."""
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, code)
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+
+
+def measure(runs: int) -> dict[str, object]:
+    in_process, in_process_cpu, where = [], [], ""
+    torch_alone, with_wheelops = [], []
+    for _ in range(runs):  # interleaved, so that a busy moment hits both alike
+        out = subprocess.run(
+            [sys.executable, "-c", IN_PROCESS], check=True, capture_output=True, text=True
+        ).stdout.split()
+        in_process.append(float(out[0]))
+        in_process_cpu.append(float(out[1]))
+        where = str(Path(out[2]).parent)
+        torch_alone.append(_process_seconds("import torch"))
+        with_wheelops.append(_process_seconds("import torch, wheelops"))
+    wall = [min(t[0] for t in runs) for runs in (torch_alone, with_wheelops)]
+    cpu = [min(t[1] for t in runs) for runs in (torch_alone, with_wheelops)]
+    return {
+        "python": sys.version.split()[0],
+        "wheelops": where,
+        "runs": runs,
+        "in_process_ms": round(min(in_process) * 1e3, 1),
+        "in_process_cpu_ms": round(min(in_process_cpu) * 1e3, 1),
+        "process_ms": round((wall[1] - wall[0]) * 1e3, 1),
+        "process_cpu_ms": round((cpu[1] - cpu[0]) * 1e3, 1),
+        "torch_process_ms": round(wall[0] * 1e3, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9, help="fresh processes per number")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args(argv)
+    result = measure(args.runs)
+    print(
+        f"import wheelops after import torch: {result['in_process_ms']} ms in-process "
+        f"({result['in_process_cpu_ms']} ms of CPU), "
+        f"{result['process_ms']} ms as a process ({result['process_cpu_ms']} ms of CPU; "
+        f"torch alone {result['torch_process_ms']} "
+        f"ms; best of {args.runs}, Python {result['python']}, wheelops from "
+        f"{result['wheelops']})"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
