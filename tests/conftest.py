@@ -51,9 +51,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU; this machine has none")
     one_gpu = pytest.mark.skip(reason=f"needs two CUDA GPUs; this machine has {gpus}")
-    # The property tests first: they are the longest (a minute or two each at the "gpu"
-    # profile), so that parallel workers (pytest-xdist) start them before the short ones
-    # rather than leave one of them running alone at the end.
+    # The property tests first: they are among the longest (250 examples each at the
+    # "gpu" profile), so that parallel workers (pytest-xdist) start them before the short
+    # ones rather than leave one of them running alone at the end.
     items.sort(key=lambda item: not getattr(getattr(item, "obj", None), "is_hypothesis_test", 0))
     for item in items:
         if "gpu" in item.keywords and gpus == 0:
