@@ -48,16 +48,15 @@ PY
 read -r -a extra <<<"${PYTEST_ARGS:-}"
 workers=() threads=""
 if [[ -n "${TEST_WORKERS:-}" ]]; then
-  # xdist hands each worker a queue of tests up front; "worksteal" (pytest-xdist >= 3.2)
-  # lets an idle worker take tests still queued behind a long one ("load" cannot). The
-  # suite puts its longest tests (the property tests) first, so none starts last.
-  dist=$(python3 -c 'import xdist; print("worksteal" if tuple(map(int, xdist.__version__.split(".")[:2])) >= (3, 2) else "load")')
-  workers=(-n "$TEST_WORKERS" --dist "$dist")
+  # xdist hands each worker a queue of tests up front; "worksteal" lets an idle worker
+  # take tests still queued behind a long one ("load" cannot). The suite puts its
+  # longest tests (the property tests) first, so none starts last.
+  workers=(-n "$TEST_WORKERS" --dist worksteal)
   # Each worker's torch gets its share of the cores: with torch's default (all of them)
   # 14 workers ran 224 intra-op threads on 16 cores, and a CPU test of 3 s took 60 s.
   share=$(( $(nproc) / TEST_WORKERS ))
   threads="${OMP_NUM_THREADS:-$(( share > 0 ? share : 1 ))}"
-  echo "$TEST_WORKERS workers (--dist $dist), $threads intra-op threads each"
+  echo "$TEST_WORKERS workers (--dist worksteal), $threads intra-op threads each"
 fi
 # SIGINT first: pytest then still prints its failures and writes its report.
 limit=(timeout -k 30 -s INT "${STAGE_TIMEOUT:-540}")
