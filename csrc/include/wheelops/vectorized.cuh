@@ -73,8 +73,8 @@ __device__ __forceinline__ T apply_at(
 constexpr int kUnroll = 4;
 
 // out[i] = op(in[0][i], ..., in[K-1][i]), computed in acc_type<T>. Blocks walk
-// tiles of blockDim.x * kUnroll vectors (a grid-stride loop over tiles); in a
-// tile, thread t takes vectors t, t + blockDim.x, ... so each load of a warp is
+// tiles of blockDim.x * kUnroll vectors (one tile per block, a grid-stride loop
+// beyond CUDA's grid limit); in a tile, thread t takes vectors t, t + blockDim.x, ... so each load of a warp is
 // contiguous.
 template <typename T, int kVec, int K, typename Op>
 __global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t n, Op op) {
@@ -134,10 +134,10 @@ void launch_elementwise(
   constexpr int kThreads = 256;
   if (aligned) {
     constexpr int kVec = kVecSize<T>;
-    const unsigned int blocks = grid_for(n / kVec / kUnroll + 1, kThreads, device);
+    const unsigned int blocks = one_pass_grid((n / kVec + kUnroll - 1) / kUnroll, kThreads);
     elementwise_kernel<T, kVec, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
   } else {
-    const unsigned int blocks = grid_for(n / kUnroll + 1, kThreads, device);
+    const unsigned int blocks = one_pass_grid((n + kUnroll - 1) / kUnroll, kThreads);
     elementwise_kernel<T, 1, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
   }
   WHEELOPS_CHECK_LAUNCH(op_name);
