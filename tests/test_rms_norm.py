@@ -124,7 +124,7 @@ def test_nan_and_inf_follow_pytorch(dtype, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_empty_and_single_element(device):
-    for shape in [(0, 8), (2, 0, 5), (1,), (4, 1)]:
+    for shape in [(0, 8), (2, 0, 5), (3, 0), (1,), (4, 1)]:
         x = torch.randn(shape, device=device, requires_grad=True)
         w = torch.ones(shape[-1], device=device, requires_grad=True)
         out = wheelops.rms_norm(x, w)

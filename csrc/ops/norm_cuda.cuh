@@ -592,8 +592,9 @@ inline RowConfig pick_row_config(int64_t vecs, const Allowed& allowed) {
   if (need > kMaxThreads) {
     return {};
   }
+  // At least a warp: an empty row (0 columns) still gets its statistics written.
   const int64_t threads = (need + kWarpSize - 1) / kWarpSize * kWarpSize;
-  return {n, static_cast<int>(threads)};
+  return {n, static_cast<int>(threads > kWarpSize ? threads : kWarpSize)};
 }
 
 // fn(std::integral_constant<int, n>) for n, one of allowed_n's values.
