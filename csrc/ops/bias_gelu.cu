@@ -77,6 +77,40 @@ TileGrid tile_grid(int64_t col_vecs, int64_t rows, int blocks_per_sm, int32_t de
                                            static_cast<unsigned int>(grid_y))};
 }
 
+// 1 + erf(z) for 16-bit outputs, as erfc: 2 - erfc(z) for z >= 0, erfc(-z) below,
+// with erfc(a) = t * exp(-a^2 + P(t)), t = 1 / (1 + a/2) (Numerical Recipes'
+// erfcc, fractional error 1.2e-7), __expf and an approximate reciprocal: within
+// 4e-7 of 1 + erf everywhere, far inside the 2^-9 of a bf16 (2^-12 of a half)
+// result, and exact in relative terms in the negative tail, where 1 + erff(z)
+// cancels. Branch-free, about half of erff's instructions: the forward is
+// bound by instruction issue, not memory (ncu, H100: 58% of DRAM bandwidth).
+__device__ __forceinline__ float one_plus_erf_16bit(float z) {
+  const float a = fabsf(z);
+  const float t = __fdividef(1.0f, fmaf(0.5f, a, 1.0f));
+  float p = fmaf(t, 0.17087277f, -0.82215223f);
+  p = fmaf(t, p, 1.48851587f);
+  p = fmaf(t, p, -1.13520398f);
+  p = fmaf(t, p, 0.27886807f);
+  p = fmaf(t, p, -0.18628806f);
+  p = fmaf(t, p, 0.09678418f);
+  p = fmaf(t, p, 0.37409196f);
+  p = fmaf(t, p, 1.00002368f);
+  p = fmaf(t, p, -1.26551223f);
+  const float erfc_a = t * __expf(fmaf(-a, a, p));
+  return z >= 0.0f ? 2.0f - erfc_a : erfc_a;
+}
+
+// gelu(u) as the forward kernel computes it: PyTorch's formula, with the erf of
+// 16-bit types from one_plus_erf_16bit (NaN: fabsf(NaN) gives t = NaN, so NaN).
+template <typename T, gelu::Approximate kMode, typename A>
+__device__ __forceinline__ A forward_value(A u) {
+  if constexpr (sizeof(T) == 2 && kMode == gelu::Approximate::kNone) {
+    return 0.5f * u * one_plus_erf_16bit(u * gelu::Constants<float>::kSqrt1_2);
+  } else {
+    return gelu::forward<kMode>(u);
+  }
+}
+
 template <typename T, int kVec, gelu::Approximate kMode>
 __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<T>) bias_gelu_forward_kernel(
     const T* __restrict__ x, const T* __restrict__ bias, T* __restrict__ out, int64_t rows,
@@ -107,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<T>) bias_gelu_forw
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           const A u = static_cast<A>(v[k].val[j]) + static_cast<A>(b.val[j]);
-          y.val[j] = static_cast<T>(gelu::forward<kMode>(u));
+          y.val[j] = static_cast<T>(forward_value<T, kMode>(u));
         }
         reinterpret_cast<cuda::Vec<T, kVec>*>(out)[r * col_vecs + col_vec] = y;
       }
