@@ -143,22 +143,31 @@ def _backward_op_calls(device: str) -> dict[str, tuple[Derivatives, tuple]]:
     }
 
 
+def _leaf(a: object) -> object:
+    """A copy of a float tensor that needs a gradient; anything else as it is."""
+    if isinstance(a, torch.Tensor) and a.is_floating_point():
+        return a.clone().requires_grad_()
+    return a
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_raw_backward_ops_under_autograd(device: str) -> None:
     # Each backward op differentiates as its formula does (those of ops with second
     # derivatives) or raises when a gradient is asked of it; none hands back None or
     # zeros in silence.
     for name, (derivatives, args) in _backward_op_calls(device).items():
-        leaves = [a.clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+        # Float tensors need gradients (an integer one, relu_scale's mask, cannot).
+        leaves = [_leaf(a) for a in args]
         result = getattr(torch.ops.wheelops, name).default(*leaves)
         first = outputs(result)[0]
         tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
         if derivatives.second:
             assert derivatives.backward_eager is not None
             got = torch.autograd.grad(first.square().sum(), tensors[:2], allow_unused=True)
-            copies = [t.detach().clone().requires_grad_() for t in tensors[:2]]
-            want_out = derivatives.backward_eager(*copies, *args[2:])
-            want = torch.autograd.grad(want_out.square().sum(), copies, allow_unused=True)
+            copies = [_leaf(a.detach()) if isinstance(a, torch.Tensor) else a for a in leaves]
+            wrt = [c for c in copies if isinstance(c, torch.Tensor) and c.requires_grad][:2]
+            want_out = derivatives.backward_eager(*copies)
+            want = torch.autograd.grad(want_out.square().sum(), wrt, allow_unused=True)
             assert got[0] is not None
             for g_, w_ in zip(got, want, strict=True):
                 assert (g_ is None) == (w_ is None)

@@ -30,6 +30,7 @@ from _strategies import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from opspecs.relu_scale import mask_of
 
 import wheelops
 
@@ -81,16 +82,47 @@ def test_backward_matches_eager(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fused_backward_matches_float64(dtype, device):
-    # Odd length (vector body + tail), zeros, NaN and infinities among the inputs; the
-    # reference is eager autograd in float64 (at NaN the gradient passes, as torch.relu's).
+    # Odd length (vector body, a partial mask byte at the end), zeros, NaN and infinities
+    # among the inputs; the reference is eager autograd in float64 (at NaN the gradient
+    # passes, as torch.relu's). The forward with its mask and the backward each take
+    # every layout (the offset one runs the kernels' unaligned path).
     x = randn((3, 37), dtype, device, 1)
     x[0, :5] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), -0.0])
     grad = randn((3, 37), dtype, device, 2)
     expected = eager_grad(x, grad, 1.25)
-    for view in strided_variants(x).values():
-        got = torch.ops.wheelops.relu_scale_backward.default(grad, view, 1.25)
+    for name, view in strided_variants(x).items():
+        out, mask = torch.ops.wheelops.relu_scale_with_mask.default(view, 1.25)
+        assert mask.dtype == torch.uint8 and mask.shape == ((x.numel() + 7) // 8,), name
+        assert torch.equal(mask, mask_of(x)), name
+        torch.testing.assert_close(out, wheelops.relu_scale(x, 1.25), equal_nan=True)
+        grad_view = strided_variants(grad)[name]
+        got = torch.ops.wheelops.relu_scale_backward.default(grad_view, mask, 1.25)
         assert got.dtype == dtype and got.is_contiguous()
         assert_matches_reference(got, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("numel", [0, 1, 7, 8, 9, 8 * 256 * 4 + 5])
+def test_mask_bits_at_every_length(device, numel):
+    # Bit j of byte k is element 8k + j; the last byte is partial when numel % 8 != 0 and
+    # its unused bits are 0. Lengths around one byte and past one block's items.
+    x = torch.randn(numel, device=device)
+    out, mask = torch.ops.wheelops.relu_scale_with_mask.default(x, 2.0)
+    assert torch.equal(mask, mask_of(x))
+    torch.testing.assert_close(out, torch.relu(x) * 2.0)
+    if numel % 8:
+        assert int(mask[-1]) >> (numel % 8) == 0
+    grad = torch.randn(numel, device=device)
+    got = torch.ops.wheelops.relu_scale_backward.default(grad, mask, 2.0)
+    torch.testing.assert_close(got, torch.where(x > 0, grad * 2.0, torch.zeros_like(grad)))
+
+
+def test_the_backward_saves_the_mask_not_x():
+    # What the graph keeps for the backward: a uint8 mask of numel / 8 bytes.
+    x = torch.randn(4, 64, requires_grad=True)
+    out = wheelops.relu_scale(x, 0.5)
+    saved = [t for t in out.grad_fn.saved_tensors if isinstance(t, torch.Tensor)]
+    assert [(t.dtype, t.numel()) for t in saved] == [(torch.uint8, 32)]
 
 
 def eager_grad(x: torch.Tensor, grad: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -110,11 +142,13 @@ def test_nan_passes_the_gradient_as_in_torch_relu():
 
 
 def test_native_backward_checks():
-    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same shape"):
-        torch.ops.wheelops.relu_scale_backward.default(torch.ones(3), torch.ones(4), 1.0)
-    with pytest.raises(RuntimeError, match="'grad' and 'x' must have the same dtype"):
+    with pytest.raises(RuntimeError, match=r"'mask' must have shape \[2\] \(one bit per"):
         torch.ops.wheelops.relu_scale_backward.default(
-            torch.ones(3), torch.ones(3, dtype=torch.float64), 1.0
+            torch.ones(9), torch.ones(3, dtype=torch.uint8), 1.0
+        )
+    with pytest.raises(RuntimeError, match="'mask' has dtype Bool; expected uint8"):
+        torch.ops.wheelops.relu_scale_backward.default(
+            torch.ones(3), torch.ones(1, dtype=torch.bool), 1.0
         )
 
 
@@ -123,9 +157,10 @@ def test_opcheck(device):
     for requires_grad in (False, True):
         x = torch.randn(4, 11, device=device, requires_grad=requires_grad)
         torch.library.opcheck(torch.ops.wheelops.relu_scale.default, (x, 0.5))
+        torch.library.opcheck(torch.ops.wheelops.relu_scale_with_mask.default, (x, 0.5))
     x = torch.randn(4, 11, device=device)
     torch.library.opcheck(
-        torch.ops.wheelops.relu_scale_backward.default, (torch.randn_like(x), x, 0.5)
+        torch.ops.wheelops.relu_scale_backward.default, (torch.randn_like(x), mask_of(x), 0.5)
     )
 
 

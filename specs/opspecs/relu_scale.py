@@ -17,6 +17,21 @@ def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int
     return (normal(shape, dtype, device, seed),)
 
 
+def mask_of(x: torch.Tensor) -> torch.Tensor:
+    """The backward's mask for x: bit j of byte k set where element 8k + j passes the
+    gradient (not x <= 0), as relu_scale_with_mask writes it."""
+    passes = ~(x.detach().reshape(-1) <= 0)
+    padded = torch.nn.functional.pad(passes.to(torch.uint8), (0, -passes.numel() % 8))
+    weights = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=x.device)
+    return (padded.view(-1, 8) * weights).sum(1, dtype=torch.uint8)
+
+
+def unpack_mask(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A mask's bits as a bool tensor shaped like `like`."""
+    bits = (mask.unsqueeze(1) >> torch.arange(8, device=mask.device, dtype=torch.uint8)) & 1
+    return bits.reshape(-1)[: like.numel()].reshape(like.shape).bool()
+
+
 SPEC = OpSpec(
     name="relu_scale",
     make=make,
@@ -25,8 +40,10 @@ SPEC = OpSpec(
         backward_op="relu_scale_backward",
         second=True,
         nan_like_eager=True,
-        backward_args=lambda g, x: (g, x, 2.0),
-        backward_eager=lambda g, x, alpha: torch.where(x <= 0, torch.zeros_like(g), g * alpha),
+        backward_args=lambda g, x: (g, mask_of(x), 2.0),
+        backward_eager=lambda g, mask, alpha: torch.where(
+            unpack_mask(mask, g), g * alpha, torch.zeros_like(g)
+        ),
     ),
     bad_inputs=(
         BadInput(
@@ -46,15 +63,26 @@ SPEC = OpSpec(
             r"'x' has dtype Long; expected float32",
         ),
         NativeBadCall(
+            "relu_scale_with_mask",
+            lambda t: ops.relu_scale_with_mask.default(t(4, dtype=torch.long), 1.0),
+            r"'x' has dtype Long; expected float32",
+        ),
+        NativeBadCall(
             "relu_scale_backward",
-            lambda t: ops.relu_scale_backward.default(t(3), t(4), 1.0),
-            r"same shape \(got \[3\] and \[4\]\)",
+            lambda t: ops.relu_scale_backward.default(t(9), t(1, dtype=torch.uint8), 1.0),
+            r"'mask' must have shape \[2\] \(one bit per element of 'grad', 9 elements\)",
+        ),
+        NativeBadCall(
+            "relu_scale_backward",
+            lambda t: ops.relu_scale_backward.default(t(9), t(2), 1.0),
+            r"'mask' has dtype Float; expected uint8",
         ),
     ),
     benchmark=Benchmark(
         shapes=ROWS,
         label=rows_label,
         forward_bytes=lambda s, e: 2 * elements(s) * e,
-        backward_bytes=lambda s, e: 3 * elements(s) * e,  # read x, grad; write grad_x
+        # read grad and the 1-bit mask; write grad_x
+        backward_bytes=lambda s, e: 2 * elements(s) * e + elements(s) // 8,
     ),
 )

@@ -55,8 +55,9 @@ def _may_carry_tangents() -> bool:
     return forward_ad._current_level >= 0 or _C._functorch.maybe_current_level() is not None
 
 
-# Each op's autograd.Function and schema defaults, for `call` to apply directly.
-_FUNCTIONS: dict[Any, tuple[type, tuple]] = {}
+# Each op's autograd.Function, schema defaults and what of the Function's outputs the op
+# returns, for `call` to apply directly.
+_FUNCTIONS: dict[Any, tuple[type, tuple, Callable[[Any], Any]]] = {}
 
 
 def call(overload: Any, *args: Any) -> Any:
@@ -79,8 +80,8 @@ def call_eager(overload: Any, args: tuple) -> Any:
     if _may_carry_tangents() or _C._has_torch_function(args):
         return overload(*args)
     if _wants_gradient(args):
-        function, defaults = _FUNCTIONS[overload]
-        return function.apply(*args, *defaults[len(args) :], None)
+        function, defaults, own_outputs = _FUNCTIONS[overload]
+        return own_outputs(function.apply(*args, *defaults[len(args) :], None))
     return _below_autograd(overload, args)
 
 
@@ -96,6 +97,7 @@ def register(
     backward: Formula | None,
     jvp: Formula | None,
     gradient_of: str | None = None,
+    forward_with: str | None = None,
 ) -> None:
     """The Autograd kernel of wheelops::`op`.
 
@@ -104,29 +106,39 @@ def register(
     gradient per input; ``jvp(ctx, *tangents)`` gets one tangent (or None) per input
     and returns the outputs'. A formula left None makes that transform raise
     NotImplementedError; ``gradient_of`` names the forward op of a backward op, for
-    the message.
+    the message. ``forward_with`` names an op with the same inputs that returns
+    `op`'s outputs followed by more (what only the formulas need, such as a mask):
+    when a derivative is wanted it runs in place of `op`, the formulas see all its
+    outputs, and the caller gets `op`'s.
     """
     overload = getattr(torch.ops.wheelops, op).default
+    runs = overload if forward_with is None else getattr(torch.ops.wheelops, forward_with).default
+    returns = len(overload._schema.returns)
     # The dispatcher drops trailing arguments equal to their defaults; the formulas
     # get every input.
     defaults = tuple(argument.default_value for argument in overload._schema.arguments)
 
-    def redispatch(keyset: _C.DispatchKeySet, args: tuple) -> Any:
+    def own_outputs(result: Any) -> Any:
+        if forward_with is None:
+            return result
+        return result[0] if returns == 1 else tuple(result[:returns])
+
+    def redispatch(target: Any, keyset: _C.DispatchKeySet, args: tuple) -> Any:
         with _C._AutoDispatchBelowAutograd():
-            return overload.redispatch(keyset & _C._after_autograd_keyset, *args)
+            return target.redispatch(keyset & _C._after_autograd_keyset, *args)
 
     def forward(*args: Any) -> Any:
         *inputs, keyset = args
         if keyset is None:  # applied by `call`, not by the dispatcher
-            return _below_autograd(overload, tuple(inputs))
+            return _below_autograd(runs, tuple(inputs))
         if _C._functorch.maybe_current_level() is None:
-            return redispatch(keyset, tuple(inputs))
+            return redispatch(runs, keyset, tuple(inputs))
         # Inside a torch.func transform the redispatch goes on to the transforms below
         # this one (jacrev(jacrev(f)) differentiates the op again there), with the
         # derivatives back on that the Function turned off for its forward, as
         # torch.func does for its own Functions.
         with torch.enable_grad(), _set_fwd_grad_enabled(True):
-            return redispatch(keyset, tuple(inputs))
+            return redispatch(runs, keyset, tuple(inputs))
 
     def setup(ctx: Any, inputs: tuple, output: Any) -> None:
         setup_context(ctx, inputs[:-1], output)
@@ -158,7 +170,7 @@ def register(
         # tensors of their level: apply the Function at that level, as torch.func does
         # for its own (Function.apply would hand the call back to the transforms).
         with enable_single_level_autograd_function():
-            return function.apply(*args, *defaults[len(args) :], keyset)
+            return own_outputs(function.apply(*args, *defaults[len(args) :], keyset))
 
     def kernel(keyset: _C.DispatchKeySet, *args: Any) -> Any:
         # A missing formula raises when a derivative is asked of it, not here: calling a
@@ -166,10 +178,10 @@ def register(
         # differentiates through it.
         if _wants_gradient(args) or _may_carry_tangents():
             return apply(keyset, args)
-        return redispatch(keyset, args)
+        return redispatch(overload, keyset, args)
 
     _LIBRARY.impl(op, kernel, "Autograd", with_keyset=True)
-    _FUNCTIONS[overload] = (function, defaults)
+    _FUNCTIONS[overload] = (function, defaults, own_outputs)
 
 
 def register_gradient_without_derivatives(forward: str) -> None:

@@ -39,64 +39,95 @@ def _fake(x: torch.Tensor, alpha: float) -> torch.Tensor:
     return x.new_empty(x.shape)
 
 
-def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-    x, alpha = inputs
-    ctx.save_for_backward(x)
-    ctx.save_for_forward(x)
+def _mask_bytes(numel: Any) -> Any:
+    """The mask's bytes: one bit per element (bit j of byte k is element 8k + j)."""
+    return (numel + 7) // 8
+
+
+def _fake_with_mask(x: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    _checks.float_tensor("relu_scale_with_mask", "x", x)
+    _checks.gpu_supported("relu_scale_with_mask", x)
+    return x.new_empty(x.shape), x.new_empty(_mask_bytes(x.numel()), dtype=torch.uint8)
+
+
+def _fake_backward(grad: torch.Tensor, mask: torch.Tensor, alpha: float) -> torch.Tensor:
+    op = "relu_scale_backward"
+    _checks.float_tensor(op, "grad", grad)
+    _checks.tensor_of(op, "mask", mask, (torch.uint8,), "uint8", "the mask of relu_scale_with_mask")
+    _checks.same_device(op, "grad", grad, "mask", mask)
+    if mask.dim() != 1 or mask.shape[0] != _mask_bytes(grad.numel()):
+        raise ValueError(
+            f"wheelops.{op}: argument 'mask' must have shape [{_mask_bytes(grad.numel())}] (one "
+            f"bit per element of 'grad', {grad.numel()} elements), got {list(mask.shape)}"
+        )
+    _checks.gpu_supported(op, grad)
+    return grad.new_empty(grad.shape)
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    # relu_scale runs relu_scale_with_mask when a derivative is wanted: both save the mask
+    # (1 bit an element), not x.
+    _x, alpha = inputs
+    _out, mask = output
+    ctx.mark_non_differentiable(mask)
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(mask)
+    ctx.save_for_forward(mask)
     ctx.alpha = alpha
 
 
-def _fake_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.Tensor:
-    _checks.float_tensor("relu_scale_backward", "grad", grad)
-    _checks.float_tensor("relu_scale_backward", "x", x)
-    _checks.same_dtype("relu_scale_backward", "grad", grad, "x", x)
-    _checks.same_shape("relu_scale_backward", "grad", grad, "x", x)
-    _checks.gpu_supported("relu_scale_backward", x)
-    return x.new_empty(x.shape)
+def _backward(ctx: Any, grad: torch.Tensor | None, _grad_mask: Any) -> tuple:
+    if grad is None:  # grads are not materialized (setup_context): nothing flows back
+        return None, None
+    (mask,) = ctx.saved_tensors
+    # One fused pass: alpha * grad where the mask's bit is set (x > 0, or NaN), else 0.
+    grad_x = _autograd.call(torch.ops.wheelops.relu_scale_backward.default, grad, mask, ctx.alpha)
+    return grad_x, None
 
 
-def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
-    (x,) = ctx.saved_tensors
-    # One fused pass: 0 where x <= 0, else alpha * grad (NaN passes it, as in torch.relu).
-    return _autograd.call(torch.ops.wheelops.relu_scale_backward.default, grad, x, ctx.alpha), None
-
-
-def _jvp(ctx: Any, x_tangent: torch.Tensor, _alpha: None) -> torch.Tensor:
+def _jvp(ctx: Any, x_tangent: torch.Tensor, _alpha: None) -> tuple:
     # The derivative is diagonal: the tangent goes through the backward's formula.
-    (x,) = ctx.saved_tensors
-    return _autograd.call(torch.ops.wheelops.relu_scale_backward.default, x_tangent, x, ctx.alpha)
+    (mask,) = ctx.saved_tensors
+    tangent = _autograd.call(
+        torch.ops.wheelops.relu_scale_backward.default, x_tangent, mask, ctx.alpha
+    )
+    return tangent, None
 
 
 def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-    _grad, x, alpha = inputs
-    ctx.save_for_backward(x)
-    ctx.save_for_forward(x)
+    _grad, mask, alpha = inputs
+    ctx.save_for_backward(mask)
+    ctx.save_for_forward(mask)
     ctx.alpha = alpha
 
 
 def _double_backward(ctx: Any, grad_grad_x: torch.Tensor) -> tuple:
     # Linear in grad; its derivative in x is 0 wherever it exists (as torch.relu's).
-    (x,) = ctx.saved_tensors
+    (mask,) = ctx.saved_tensors
     grad_grad = _autograd.call(
-        torch.ops.wheelops.relu_scale_backward.default, grad_grad_x, x, ctx.alpha
+        torch.ops.wheelops.relu_scale_backward.default, grad_grad_x, mask, ctx.alpha
     )
     return grad_grad, None, None
 
 
 def _backward_jvp(
-    ctx: Any, grad_tangent: torch.Tensor | None, _x_tangent: torch.Tensor | None, _alpha: None
-) -> torch.Tensor:
-    (x,) = ctx.saved_tensors
-    grad_tangent = _autograd.zero_if_none(grad_tangent, x)
+    ctx: Any, grad_tangent: torch.Tensor | None, _mask_tangent: None, _alpha: None
+) -> torch.Tensor | None:
+    if grad_tangent is None:  # only grad is differentiable: no tangent, a zero one
+        return None
+    (mask,) = ctx.saved_tensors
     return _autograd.call(
-        torch.ops.wheelops.relu_scale_backward.default, grad_tangent, x, ctx.alpha
+        torch.ops.wheelops.relu_scale_backward.default, grad_tangent, mask, ctx.alpha
     )
 
 
 def register() -> None:
     torch.library.register_fake("wheelops::relu_scale", _fake)
+    torch.library.register_fake("wheelops::relu_scale_with_mask", _fake_with_mask)
     torch.library.register_fake("wheelops::relu_scale_backward", _fake_backward)
-    _autograd.register("relu_scale", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    formulas = {"setup_context": _setup_context, "backward": _backward, "jvp": _jvp}
+    _autograd.register("relu_scale", forward_with="relu_scale_with_mask", **formulas)
+    _autograd.register("relu_scale_with_mask", **formulas)
     _autograd.register(
         "relu_scale_backward",
         setup_context=_setup_backward_context,
