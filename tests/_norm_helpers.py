@@ -4,6 +4,7 @@ bounds on sums (column sums, GEMMs) that the bias_gelu and lltm gradient checks 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from _helpers import TOLERANCE
@@ -317,3 +318,20 @@ def assert_layer_norm_grad_weight_close(actual, expected, x, grad, eps):
     term_errors = term_errors + _centering_error(x) * g64.abs() * rstd * max_x
     allowed = column_sum_allowance(expected, terms, term_errors, actual.dtype)
     assert_within(actual, expected, allowed, "grad_weight")
+
+
+def wheelops_ops_called(fn: Callable[[], object]) -> list[str]:
+    """The wheelops ops ``fn()`` reaches through the dispatcher, in order."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    called: list[str] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.namespace == "wheelops":
+                called.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        fn()
+    return called

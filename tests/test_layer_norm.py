@@ -13,6 +13,7 @@ from _norm_helpers import (
     assert_norm_bias_grad_close,
     float64_grads,
     layer_norm_reference,
+    wheelops_ops_called,
 )
 
 import wheelops
@@ -461,3 +462,26 @@ def test_regression_float64_grad_x_of_long_rows_near_a_large_mean():
     (grad_x,) = torch.autograd.grad(wheelops.layer_norm(x, None, None, 1e-12), (x,), grad)
     expected = float64_grads(lambda a: F.layer_norm(a, (4096,), None, None, 1e-12), grad, x)[0]
     assert_layer_norm_grad_x_close(grad_x, expected, x.detach(), None, grad, 1e-12, 4.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_gradient_wanted_runs_the_op_without_statistics(device):
+    # Issue 27: a call that wants no gradient runs layer_norm_inference (no statistics
+    # allocated or written); its output is the training op's, bit for bit.
+    x = randn((17, 33), torch.float32, device, 1)
+    w = randn((33,), torch.float32, device, 2)
+    b = randn((33,), torch.float32, device, 3)
+    training = torch.ops.wheelops.layer_norm.default(x, w, b, 1e-5)[0]
+    inference = ["layer_norm_inference.default"]
+    assert wheelops_ops_called(lambda: wheelops.layer_norm(x, w, b, 1e-5)) == inference
+    assert torch.equal(wheelops.layer_norm(x, w, b, 1e-5), training)
+    x.requires_grad_()
+    assert wheelops_ops_called(lambda: wheelops.layer_norm(x, w, b, 1e-5)) == ["layer_norm.default"]
+    with torch.no_grad():
+        assert wheelops_ops_called(lambda: wheelops.layer_norm(x, w, b, 1e-5)) == inference
+        assert torch.equal(wheelops.layer_norm(x, w, b, 1e-5), training)
+    asked = r"^wheelops\.layer_norm_inference does not support backward"
+    with pytest.raises(NotImplementedError, match=asked):
+        torch.ops.wheelops.layer_norm_inference.default(x, w, b, 1e-5).sum().backward()
+    x = x.detach()
+    torch.library.opcheck(torch.ops.wheelops.layer_norm_inference.default, (x, w, b, 1e-5))

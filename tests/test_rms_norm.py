@@ -11,6 +11,7 @@ from _norm_helpers import (
     assert_rms_norm_grad_weight_close,
     float64_grads,
     rms_norm_reference,
+    wheelops_ops_called,
 )
 
 import wheelops
@@ -236,3 +237,25 @@ def test_regression_eps_int_beyond_float64_names_eps():
     # escaped as float()'s bare OverflowError, naming neither op nor argument.
     with pytest.raises(ValueError, match="rms_norm: argument 'eps' must be representable"):
         wheelops.rms_norm(torch.ones(2, 3), None, 10**309)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_gradient_wanted_runs_the_op_without_statistics(device):
+    # Issue 27: a call that wants no gradient runs rms_norm_inference (no statistics
+    # allocated or written); its output is the training op's, bit for bit.
+    x = randn((17, 33), torch.float32, device, 1)
+    w = randn((33,), torch.float32, device, 2)
+    training = torch.ops.wheelops.rms_norm.default(x, w, 1e-6)[0]
+    inference = ["rms_norm_inference.default"]
+    assert wheelops_ops_called(lambda: wheelops.rms_norm(x, w, 1e-6)) == inference
+    assert torch.equal(wheelops.rms_norm(x, w, 1e-6), training)
+    x.requires_grad_()
+    assert wheelops_ops_called(lambda: wheelops.rms_norm(x, w, 1e-6)) == ["rms_norm.default"]
+    with torch.no_grad():
+        assert wheelops_ops_called(lambda: wheelops.rms_norm(x, w, 1e-6)) == inference
+        assert torch.equal(wheelops.rms_norm(x, w, 1e-6), training)
+    asked = r"^wheelops\.rms_norm_inference does not support backward"
+    with pytest.raises(NotImplementedError, match=asked):
+        torch.ops.wheelops.rms_norm_inference.default(x, w, 1e-6).sum().backward()
+    x = x.detach()
+    torch.library.opcheck(torch.ops.wheelops.rms_norm_inference.default, (x, w, 1e-6))

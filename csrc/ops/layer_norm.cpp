@@ -14,6 +14,12 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_cpu(
   return norm::cpu_impl::forward<true>(x, weight, bias, eps, "layer_norm");
 }
 
+Tensor layer_norm_inference_cpu(
+    const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
+  return norm::cpu_impl::run_forward<true>(x, weight, bias, eps, false, "layer_norm_inference")
+      .out;
+}
+
 std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>>
 layer_norm_backward_cpu(
     const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -26,6 +32,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
   m.def(
       "layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps)"
       " -> (Tensor out, Tensor mean, Tensor rstd)");
+  // layer_norm without the statistics, for calls that want no gradient.
+  m.def("layer_norm_inference(Tensor x, Tensor? weight, Tensor? bias, float eps) -> Tensor");
   m.def(
       "layer_norm_backward(Tensor grad, Tensor x, Tensor mean, Tensor rstd, Tensor? weight,"
       " bool x_grad, bool weight_grad, bool bias_grad)"
@@ -34,6 +42,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("layer_norm", TORCH_BOX(&layer_norm_cpu));
+  m.impl("layer_norm_inference", TORCH_BOX(&layer_norm_inference_cpu));
   m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward_cpu));
 }
 

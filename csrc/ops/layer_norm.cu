@@ -13,6 +13,12 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_cuda(
   return norm::cuda_impl::forward<true>(x, weight, bias, eps, "layer_norm");
 }
 
+Tensor layer_norm_inference_cuda(
+    const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
+  return norm::cuda_impl::run_forward<true>(x, weight, bias, eps, false, "layer_norm_inference")
+      .out;
+}
+
 std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>>
 layer_norm_backward_cuda(
     const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -23,6 +29,7 @@ layer_norm_backward_cuda(
 
 STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("layer_norm", TORCH_BOX(&layer_norm_cuda));
+  m.impl("layer_norm_inference", TORCH_BOX(&layer_norm_inference_cuda));
   m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward_cuda));
 }
 

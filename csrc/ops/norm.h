@@ -92,28 +92,34 @@ T* mutable_data_or_null(std::optional<Tensor>& t) {
 }
 
 // A forward's checked, contiguous inputs and its allocated outputs: out, and the
-// saved statistics (rms_norm's mean is an empty placeholder its op drops).
+// saved statistics when wanted (rms_norm's mean is an empty placeholder its op drops;
+// the inference ops, run when no gradient is wanted, allocate neither).
 struct Forward {
   Tensor x;
   std::optional<Tensor> weight, bias;
   RowsCols shape;
-  Tensor out, mean, rstd;
+  Tensor out;
+  std::optional<Tensor> mean, rstd;
 };
 
 template <bool kCentered>
 Forward prepare_forward(
     const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-    double eps, const char* op) {
+    double eps, bool stats, const char* op) {
   check_x(x, op);
   check_param(weight, "weight", x, op);
   check_param(bias, "bias", x, op);
   check_eps(eps, op);
   const Tensor x_c = as_contiguous(x);
   const RowsCols shape = rows_cols(x_c);
-  const ScalarType sdt = stats_dtype(x_c.scalar_type());
-  return Forward{
-      x_c, as_contiguous(weight), as_contiguous(bias), shape, allocate_like(x_c),
-      allocate(x_c, {kCentered ? shape.rows : 0}, sdt), allocate(x_c, {shape.rows}, sdt)};
+  Forward f{x_c, as_contiguous(weight), as_contiguous(bias), shape, allocate_like(x_c),
+            std::nullopt, std::nullopt};
+  if (stats) {
+    const ScalarType sdt = stats_dtype(x_c.scalar_type());
+    f.mean = allocate(x_c, {kCentered ? shape.rows : 0}, sdt);
+    f.rstd = allocate(x_c, {shape.rows}, sdt);
+  }
+  return f;
 }
 
 // A backward's checked, contiguous inputs and the gradients asked for, allocated.

@@ -121,10 +121,12 @@ void forward_rows(
         }
         outr[c] = static_cast<T>(y);
       }
-      if constexpr (kCentered) {
-        mean[r] = static_cast<S>(mu.mean());
+      if (rstd != nullptr) {  // null: the inference op saves no statistics
+        if constexpr (kCentered) {
+          mean[r] = static_cast<S>(mu.mean());
+        }
+        rstd[r] = static_cast<S>(rs);
       }
-      rstd[r] = static_cast<S>(rs);
     }
   });
 }
@@ -202,22 +204,31 @@ void backward_columns(
   });
 }
 
+// The forward, with its statistics (`stats`) or without (the inference ops).
+template <bool kCentered>
+Forward run_forward(
+    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+    double eps, bool stats, const char* op) {
+  Forward f = prepare_forward<kCentered>(x, weight, bias, eps, stats, op);
+  dispatch_float(f.x.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using S = acc_type<T>;
+    forward_rows<T, kCentered>(
+        f.x.const_data_ptr<T>(), data_or_null<T>(f.weight), data_or_null<T>(f.bias),
+        f.out.mutable_data_ptr<T>(), kCentered ? mutable_data_or_null<S>(f.mean) : nullptr,
+        mutable_data_or_null<S>(f.rstd), f.shape, eps);
+  });
+  return f;
+}
+
 // Forward: (out, mean, rstd); rms_norm returns mean as an empty placeholder
 // and its op drops it.
 template <bool kCentered>
 std::tuple<Tensor, Tensor, Tensor> forward(
     const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
     double eps, const char* op) {
-  Forward f = prepare_forward<kCentered>(x, weight, bias, eps, op);
-  dispatch_float(f.x.scalar_type(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using S = acc_type<T>;
-    forward_rows<T, kCentered>(
-        f.x.const_data_ptr<T>(), data_or_null<T>(f.weight), data_or_null<T>(f.bias),
-        f.out.mutable_data_ptr<T>(), kCentered ? f.mean.mutable_data_ptr<S>() : nullptr,
-        f.rstd.mutable_data_ptr<S>(), f.shape, eps);
-  });
-  return {f.out, f.mean, f.rstd};
+  Forward f = run_forward<kCentered>(x, weight, bias, eps, true, op);
+  return {f.out, *f.mean, *f.rstd};
 }
 
 template <bool kCentered>

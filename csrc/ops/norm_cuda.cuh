@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
     if (!active) {
       continue;
     }
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && rstd_out != nullptr) {  // null: no statistics saved
       if constexpr (kCentered) {
         mean_out[row] = shift + offset;
       }
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
       }
     }
     const A rstd = centred_rstd<kCentered>(sum_sq, sum_d, offset, cols, eps, scratch);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && rstd_out != nullptr) {  // null: no statistics saved
       if constexpr (kCentered) {
         mean_out[row] = shift + offset;
       }
@@ -803,15 +803,16 @@ void launch_backward(
 
 } // namespace
 
+// The forward, with its statistics (`stats`) or without (the inference ops).
 template <bool kCentered>
-std::tuple<Tensor, Tensor, Tensor> forward(
+Forward run_forward(
     const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-    double eps, const char* op) {
+    double eps, bool stats, const char* op) {
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  Forward f = prepare_forward<kCentered>(x, weight, bias, eps, op);
+  Forward f = prepare_forward<kCentered>(x, weight, bias, eps, stats, op);
   if (f.shape.rows == 0) {
-    return {f.out, f.mean, f.rstd};
+    return f;
   }
   const cudaStream_t stream = cuda::current_stream(device, op);
   dispatch_float(f.x.scalar_type(), op, [&](auto tag) {
@@ -821,8 +822,8 @@ std::tuple<Tensor, Tensor, Tensor> forward(
     const T* pw = data_or_null<T>(f.weight);
     const T* pb = data_or_null<T>(f.bias);
     T* po = f.out.mutable_data_ptr<T>();
-    A* pm = kCentered ? f.mean.mutable_data_ptr<A>() : nullptr;
-    A* pr = f.rstd.mutable_data_ptr<A>();
+    A* pm = kCentered ? mutable_data_or_null<A>(f.mean) : nullptr;
+    A* pr = mutable_data_or_null<A>(f.rstd);
     constexpr int kVec = cuda::kVecSize<T>;
     if (cuda::can_vectorize<T>(f.shape.cols, {px, pw, pb, po})) {
       launch_forward<T, kVec, kCentered>(px, pw, pb, po, pm, pr, f.shape, eps, device, stream, op);
@@ -830,7 +831,15 @@ std::tuple<Tensor, Tensor, Tensor> forward(
       launch_forward<T, 1, kCentered>(px, pw, pb, po, pm, pr, f.shape, eps, device, stream, op);
     }
   });
-  return {f.out, f.mean, f.rstd};
+  return f;
+}
+
+template <bool kCentered>
+std::tuple<Tensor, Tensor, Tensor> forward(
+    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+    double eps, const char* op) {
+  Forward f = run_forward<kCentered>(x, weight, bias, eps, true, op);
+  return {f.out, *f.mean, *f.rstd};
 }
 
 template <bool kCentered>

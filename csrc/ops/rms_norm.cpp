@@ -16,6 +16,11 @@ std::tuple<Tensor, Tensor> rms_norm_cpu(
   return {out, rstd};
 }
 
+Tensor rms_norm_inference_cpu(const Tensor& x, std::optional<Tensor> weight, double eps) {
+  return norm::cpu_impl::run_forward<false>(x, weight, std::nullopt, eps, false, "rms_norm_inference")
+      .out;
+}
+
 std::tuple<std::optional<Tensor>, std::optional<Tensor>> rms_norm_backward_cpu(
     const Tensor& grad, const Tensor& x, const Tensor& rstd, std::optional<Tensor> weight,
     bool x_grad, bool weight_grad) {
@@ -26,6 +31,8 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>> rms_norm_backward_cpu(
 
 STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
   m.def("rms_norm(Tensor x, Tensor? weight, float eps) -> (Tensor out, Tensor rstd)");
+  // rms_norm without the statistics, for calls that want no gradient.
+  m.def("rms_norm_inference(Tensor x, Tensor? weight, float eps) -> Tensor");
   m.def(
       "rms_norm_backward(Tensor grad, Tensor x, Tensor rstd, Tensor? weight, bool x_grad,"
       " bool weight_grad) -> (Tensor? grad_x, Tensor? grad_weight)");
@@ -33,6 +40,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("rms_norm", TORCH_BOX(&rms_norm_cpu));
+  m.impl("rms_norm_inference", TORCH_BOX(&rms_norm_inference_cpu));
   m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward_cpu));
 }
 

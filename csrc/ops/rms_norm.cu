@@ -15,6 +15,12 @@ std::tuple<Tensor, Tensor> rms_norm_cuda(
   return {out, rstd};
 }
 
+Tensor rms_norm_inference_cuda(const Tensor& x, std::optional<Tensor> weight, double eps) {
+  return norm::cuda_impl::run_forward<false>(
+             x, weight, std::nullopt, eps, false, "rms_norm_inference")
+      .out;
+}
+
 std::tuple<std::optional<Tensor>, std::optional<Tensor>> rms_norm_backward_cuda(
     const Tensor& grad, const Tensor& x, const Tensor& rstd, std::optional<Tensor> weight,
     bool x_grad, bool weight_grad) {
@@ -25,6 +31,7 @@ std::tuple<std::optional<Tensor>, std::optional<Tensor>> rms_norm_backward_cuda(
 
 STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("rms_norm", TORCH_BOX(&rms_norm_cuda));
+  m.impl("rms_norm_inference", TORCH_BOX(&rms_norm_inference_cuda));
   m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward_cuda));
 }
 

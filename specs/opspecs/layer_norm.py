@@ -92,6 +92,11 @@ SPEC = OpSpec(
             r"'weight' must have shape \[3\] .*, got \[2\]",
         ),
         NativeBadCall(
+            "layer_norm_inference",
+            lambda t: ops.layer_norm_inference.default(t(2, 3), None, t(3, dtype=torch.int32), 0.0),
+            r"'bias' has dtype Int; expected float32",
+        ),
+        NativeBadCall(
             "layer_norm_backward",
             lambda t: ops.layer_norm_backward.default(
                 t(3, 3), t(2, 3), t(2), t(2), None, True, False, False

@@ -65,6 +65,11 @@ SPEC = OpSpec(
             r"'weight' must have shape \[3\] .*, got \[3, 1\]",
         ),
         NativeBadCall(
+            "rms_norm_inference",
+            lambda t: ops.rms_norm_inference.default(t(2, 3), None, -1.0),
+            r"'eps' must be a non-negative number, got -1",
+        ),
+        NativeBadCall(
             "rms_norm_backward",
             lambda t: ops.rms_norm_backward.default(t(3, 3), t(2, 3), t(2), None, True, False),
             r"same shape \(got \[3, 3\] and \[2, 3\]\)",

@@ -75,14 +75,18 @@ def call(overload: Any, *args: Any) -> Any:
     return call_eager(overload, args)
 
 
-def call_eager(overload: Any, args: tuple) -> Any:
-    """`call` where the caller knows that torch.compile is not tracing."""
+def call_eager(overload: Any, args: tuple, inference: Any = None) -> Any:
+    """`call` where the caller knows that torch.compile is not tracing. ``inference``: an
+    op of the same arguments returning `overload`'s first output alone, run when no
+    derivative is wanted; then the first output is returned either way."""
     if _may_carry_tangents() or _C._has_torch_function(args):
-        return overload(*args)
-    if _wants_gradient(args):
+        result = overload(*args)
+    elif _wants_gradient(args):
         function, defaults, own_outputs = _FUNCTIONS[overload]
-        return own_outputs(function.apply(*args, *defaults[len(args) :], None))
-    return _below_autograd(overload, args)
+        result = own_outputs(function.apply(*args, *defaults[len(args) :], None))
+    else:
+        return _below_autograd(overload if inference is None else inference, args)
+    return result if inference is None else result[0]
 
 
 def _below_autograd(overload: Any, args: tuple) -> Any:

@@ -19,16 +19,22 @@ import torch
 from wheelops.ops import _autograd, _checks
 
 
-def run(op: str, check: Callable[[], object], overload: Any, *args: Any) -> Any:
+def run(
+    op: str, check: Callable[[], object], overload: Any, *args: Any, inference: Any = None
+) -> Any:
     """``overload(*args)`` for wheelops.`op`, whose argument checks are ``check()``;
-    ``args[0]`` is the tensor that says where the op runs."""
+    ``args[0]`` is the tensor that says where the op runs. ``inference``: an op of the
+    same arguments that returns only `overload`'s first output (the norms without their
+    statistics), run in eager mode when no derivative is wanted; then the first output
+    is returned either way."""
     if torch.compiler.is_compiling():
         check()
         _checks.runnable(op, args[0], tracing=True)
-        return overload(*args)
+        result = overload(*args)
+        return result if inference is None else result[0]
     try:
         _checks.runnable(op, args[0], tracing=False)
-        return _autograd.call_eager(overload, args)
+        return _autograd.call_eager(overload, args, inference)
     except Exception:
         _explain(op, check, args[0])
         raise

@@ -34,8 +34,9 @@ def layer_norm(
     (float32, float16, bfloat16 or float64). Statistics are computed in float32
     (float64 for float64 input) and each output is rounded once. The result is
     contiguous. For the backward only ``x``, ``weight`` and the per-row float32
-    mean and rstd are saved (not the output); gradients are computed only for
-    the inputs that need them (forward-mode AD too; no second derivatives).
+    mean and rstd are saved (not the output); a call that wants no gradient
+    allocates no statistics. Gradients are computed only for the inputs that
+    need them (forward-mode AD too; no second derivatives).
 
     Example::
 
@@ -53,7 +54,8 @@ def layer_norm(
         weight,
         bias,
         eps,
-    )[0]
+        inference=torch.ops.wheelops.layer_norm_inference.default,
+    )
 
 
 def _fake(
@@ -63,6 +65,14 @@ def _fake(
     _checks.gpu_supported("layer_norm", x)
     rows, dtype = _norm_checks.rows(x), _norm_checks.stats_dtype(x)
     return x.new_empty(x.shape), x.new_empty(rows, dtype=dtype), x.new_empty(rows, dtype=dtype)
+
+
+def _fake_inference(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> torch.Tensor:
+    _check("layer_norm_inference", x, weight, bias, eps)
+    _checks.gpu_supported("layer_norm_inference", x)
+    return x.new_empty(x.shape)
 
 
 def _fake_backward(
@@ -145,7 +155,12 @@ def _jvp(
 
 def register() -> None:
     torch.library.register_fake("wheelops::layer_norm", _fake)
+    torch.library.register_fake("wheelops::layer_norm_inference", _fake_inference)
     torch.library.register_fake("wheelops::layer_norm_backward", _fake_backward)
     _autograd.register("layer_norm", setup_context=_setup_context, backward=_backward, jvp=_jvp)
     _autograd.register_gradient_without_derivatives("layer_norm")
+    # Run only when no derivative is wanted; asked for one directly, it says so.
+    _autograd.register(
+        "layer_norm_inference", setup_context=_autograd.no_context, backward=None, jvp=None
+    )
     _vmap.register_loop("layer_norm_backward")

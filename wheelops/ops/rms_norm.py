@@ -35,8 +35,9 @@ def rms_norm(
     of ``x`` (float32, float16, bfloat16 or float64). Statistics are computed in
     float32 (float64 for float64 input) and each output is rounded once. The
     result is contiguous. For the backward only ``x``, ``weight`` and the
-    per-row float32 rstd are saved; gradients are computed only for the inputs
-    that need them (forward-mode AD too; no second derivatives).
+    per-row float32 rstd are saved (none when no gradient is wanted); gradients
+    are computed only for the inputs that need them (forward-mode AD too; no
+    second derivatives).
 
     Example::
 
@@ -55,7 +56,8 @@ def rms_norm(
         x,
         weight,
         eps,
-    )[0]
+        inference=torch.ops.wheelops.rms_norm_inference.default,
+    )
 
 
 def _fake(
@@ -65,6 +67,12 @@ def _fake(
     _checks.gpu_supported("rms_norm", x)
     rows, dtype = _norm_checks.rows(x), _norm_checks.stats_dtype(x)
     return x.new_empty(x.shape), x.new_empty(rows, dtype=dtype)
+
+
+def _fake_inference(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    _check("rms_norm_inference", x, weight, eps)
+    _checks.gpu_supported("rms_norm_inference", x)
+    return x.new_empty(x.shape)
 
 
 def _fake_backward(
@@ -128,7 +136,12 @@ def _jvp(
 
 def register() -> None:
     torch.library.register_fake("wheelops::rms_norm", _fake)
+    torch.library.register_fake("wheelops::rms_norm_inference", _fake_inference)
     torch.library.register_fake("wheelops::rms_norm_backward", _fake_backward)
     _autograd.register("rms_norm", setup_context=_setup_context, backward=_backward, jvp=_jvp)
     _autograd.register_gradient_without_derivatives("rms_norm")
+    # Run only when no derivative is wanted; asked for one directly, it says so.
+    _autograd.register(
+        "rms_norm_inference", setup_context=_autograd.no_context, backward=None, jvp=None
+    )
     _vmap.register_loop("rms_norm_backward")
