@@ -24,9 +24,11 @@ from cases import Case, Output, grad_inputs
 from verify import as_tuple
 
 MODES = ("forward", "no_grad", "forward+backward")
-# wheelops time / PyTorch time may be at most this, per device type and mode.
+# wheelops time / PyTorch time may be at most this, per device type and mode (CUDA's
+# no_grad: issue 27's 1.35x, about 0.1x above the cost of reaching any custom op from
+# Python; benchmarks/README.md says where the time goes).
 LIMITS: dict[str, dict[str, float]] = {
-    "cuda": {"forward": 1.25, "no_grad": 1.25, "forward+backward": 1.0},
+    "cuda": {"forward": 1.25, "no_grad": 1.35, "forward+backward": 1.0},
     "cpu": {"forward": 3.0, "no_grad": 3.0, "forward+backward": 1.5},
 }
 ROUNDS = 5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 IMPLEMENTATIONS = ("wheelops", "eager", "compile")
@@ -10,12 +11,16 @@ IMPLEMENTATIONS = ("wheelops", "eager", "compile")
 TARGETS: dict[str, str] = {
     "forward_bandwidth": "forward >= 90% of copy bandwidth",
     "backward_bandwidth": "backward >= 80% of copy bandwidth",
-    "compile": ">= 1.0x torch.compile",
+    "compile": ">= 1.0x torch.compile (0.95x below 4096 x 4096 elements)",
     "eager": ">= 2x eager (where eager is unfused)",
     "eager_parity": ">= 1.0x eager (never slower than PyTorch)",
 }
 BANDWIDTH_FRACTION = {"forward": 0.90, "backward": 0.80}
 COMPILE_SPEEDUP = 1.0
+# Issue 27: below 4096 x 4096 elements (the 4096 x 1024 rows, a few microseconds, where
+# launch latency is a large part of the time) 0.95x compile is the target.
+SMALL_ELEMENTS = 4096 * 4096
+COMPILE_SPEEDUP_SMALL = 0.95
 EAGER_SPEEDUP = 2.0
 EAGER_PARITY = 1.0
 
@@ -55,7 +60,9 @@ def _verdicts(row: dict[str, Any]) -> dict[str, str]:
         verdicts[band] = MET if pct is not None and pct >= wanted else MISSED
     if row.get("compile") is not None:
         speedup = row["speedup_vs_compile"] if ok else None
-        verdicts["compile"] = MET if speedup is not None and speedup >= COMPILE_SPEEDUP else MISSED
+        small = math.prod(row.get("shape") or [SMALL_ELEMENTS]) < SMALL_ELEMENTS
+        wanted = COMPILE_SPEEDUP_SMALL if small else COMPILE_SPEEDUP
+        verdicts["compile"] = MET if speedup is not None and speedup >= wanted else MISSED
     if row.get("eager") is not None:
         speedup = row["speedup_vs_eager"] if ok else None
         verdicts["eager_parity"] = (

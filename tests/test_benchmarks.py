@@ -315,6 +315,18 @@ def test_targets_are_judged_from_times_and_bytes():
     assert backward["targets"]["eager"] == "n/a"
     slower = targets.derive({**row, "eager": {"median_us": 0.9}}, 3200.0)
     assert slower["targets"]["eager_parity"] == "missed"
+    # compile: 1.0x from 4096 x 4096 elements up, 0.95x below
+    behind = {**row, "compile": {"median_us": 0.96}}
+    assert targets.derive({**behind, "shape": [4096, 1024]}, 3200.0)["targets"]["compile"] == "met"
+    assert targets.derive({**behind, "shape": [4096, 4096]}, 3200.0)["targets"]["compile"] == (
+        "missed"
+    )
+    assert (
+        targets.derive({**behind, "shape": [4096, 1023], "compile": {"median_us": 0.94}}, 1.0)[
+            "targets"
+        ]["compile"]
+        == "missed"
+    )
 
 
 def test_the_sweep_is_plotted(tmp_path):
