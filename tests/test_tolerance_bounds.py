@@ -25,6 +25,7 @@ from _helpers import randn
 from _lltm_bounds import LLTM_INPUTS, assert_lltm_close, lltm_allowed
 from _norm_helpers import (
     assert_layer_norm_grad_weight_close,
+    assert_layer_norm_grad_x_close,
     assert_norm_bias_grad_close,
     assert_rms_norm_grad_weight_close,
     assert_within,
@@ -208,3 +209,37 @@ def test_lltm_checks_fail_a_wrong_result(batch, features, state, dtype):
         for factor in (1.05, 0.95, 0.0):
             with pytest.raises(AssertionError, match=f"^{name} off by"):
                 assert_within((value * factor).to(dtype), value, allowed[name], name)
+
+
+def _layer_norm_grad_x_float32(x: torch.Tensor, grad: torch.Tensor, eps: float) -> torch.Tensor:
+    """layer_norm's grad_x (no weight) in float32 as the CUDA kernels compute it: the
+    mean shifted by each row's first value and corrected by the centred sum, then
+    rstd * (g - mean(g) - xhat * mean(g * xhat))."""
+    n = x.shape[-1]
+    shift = x[:, :1]
+    offset = (x - shift).sum(-1, keepdim=True) / n
+    d = (x - shift) - offset
+    sum_d = d.sum(-1, keepdim=True)
+    correction = sum_d / n
+    var = ((d * d).sum(-1, keepdim=True) - sum_d * correction) / n
+    rstd = 1 / torch.sqrt(var + eps)
+    mean = shift + (offset + correction)
+    xhat = (x - mean) * rstd
+    mean_dot = (grad * xhat).sum(-1, keepdim=True) / n
+    return rstd * ((grad - grad.sum(-1, keepdim=True) / n) - xhat * mean_dot)
+
+
+def test_layer_norm_grad_x_bound_covers_the_rounded_mean():
+    # The GPU property tests' case (float32, 15 rows of 31 values around 0.5, spread
+    # 1e-3, eps 1e-12): the rounded mean moves each xhat by u * max|x| * rstd, which
+    # also multiplies mean(g): the bound missed that term (0.0224 off, 0.0161 allowed).
+    x = randn((15, 31), torch.float32, "cpu", 528, 0.001, 0.5)
+    grad = randn((15, 31), torch.float32, "cpu", 531)
+    expected = float64_grads(lambda a: F.layer_norm(a, (31,), None, None, 1e-12), grad, x)[0]
+    kernel = _layer_norm_grad_x_float32(x, grad, 1e-12)
+    assert (kernel.double() - expected).abs().max() > 0.02  # the case is what it was
+    assert_layer_norm_grad_x_close(kernel, expected, x, None, grad, 1e-12, 4.0)
+    for factor in (1.05, 0.95, 0.0):
+        with pytest.raises(AssertionError, match="off by"):
+            wrong = (expected * factor).float()
+            assert_layer_norm_grad_x_close(wrong, expected, x, None, grad, 1e-12, 4.0)
