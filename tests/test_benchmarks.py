@@ -315,6 +315,9 @@ def test_targets_are_judged_from_times_and_bytes():
     assert backward["targets"]["eager"] == "n/a"
     slower = targets.derive({**row, "eager": {"median_us": 0.9}}, 3200.0)
     assert slower["targets"]["eager_parity"] == "missed"
+    # A backward that moves no bytes (add's: no kernel anywhere) is judged on nothing.
+    passthrough = targets.derive({**row, "pass": "backward", "bytes": 0}, 3200.0)["targets"]
+    assert set(passthrough.values()) == {"n/a"}
     # compile: 1.0x from 4096 x 4096 elements up, 0.95x below
     behind = {**row, "compile": {"median_us": 0.96}}
     assert targets.derive({**behind, "shape": [4096, 1024]}, 3200.0)["targets"]["compile"] == "met"
