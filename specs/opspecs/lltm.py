@@ -172,7 +172,12 @@ SPEC = OpSpec(
         forward_bytes=lambda s, e: 6 * s[0] * s[2] * e,
         backward_bytes=lambda s, e: 10 * s[0] * s[2] * e,
         bandwidth_target=False,
-        tolerance={torch.float32: (2e-3, 2e-3), torch.bfloat16: (3e-2, 5e-2)},
+        # bf16 atol: each weight-gradient element sums B = 4096 products of gate gradients
+        # that eager rounds to bf16 about 5 times and wheelops once; their difference has
+        # sigma ~ sqrt(26) * 2**-9 = 0.01 of the result's rms, and the largest of 6.3M
+        # elements reaches ~6 sigma (0.058 measured, eager 0.044 and wheelops 0.033 of it
+        # from float64): 7 sigma.
+        tolerance={torch.float32: (2e-3, 2e-3), torch.bfloat16: (7e-2, 5e-2)},
         note="GB/s from gate-math bytes only; the times include the GEMMs",
     ),
 )
