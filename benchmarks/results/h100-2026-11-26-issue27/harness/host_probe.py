@@ -1,13 +1,14 @@
 """Per-call host cost of the layers of a wheelops call, CUDA tensors [1, 64], best of 7."""
+
 import cProfile
 import pstats
 import timeit
 
 import torch
 import torch.nn.functional as F
+from torch import _C
 
 import wheelops
-from torch import _C
 
 a = torch.randn(1, 64, device="cuda")
 b = torch.randn(1, 64, device="cuda")

@@ -1,4 +1,5 @@
 """lltm backward bf16 at the benchmark's case: ours and eager against float64, worst elements."""
+
 import torch
 from cases import OPS_BY_NAME, Case, grad_inputs
 from measure import _seeded_like
@@ -27,6 +28,9 @@ for run in range(2):
         eo = (ours[k].double() - ref[k]).abs()
         ee = (eager[k].double() - ref[k]).abs()
         i = eo.argmax()
-        print(f"  result {k}: ours max err {eo.max().item():.3g} (eager's there {ee.flatten()[i].item():.3g}, "
-              f"ref {ref[k].flatten()[i].item():.4g}); eager max err {ee.max().item():.3g}; "
-              f"ours-eager max {(ours[k].double() - eager[k].double()).abs().max().item():.3g}")
+        mine, theirs = eo.max().item(), ee.flatten()[i].item()
+        where, between = ref[k].flatten()[i].item(), (ours[k] - eager[k]).abs().max().item()
+        print(
+            f"  result {k}: ours max err {mine:.3g} (eager's there {theirs:.3g}, ref {where:.4g}); "
+            f"eager max err {ee.max().item():.3g}; ours-eager max {between:.3g}"
+        )
