@@ -33,7 +33,7 @@ Tensor add_cuda(const Tensor& a, const Tensor& b) {
     using T = typename decltype(tag)::type;
     cuda::Inputs<T, 2> in{{a_c.const_data_ptr<T>(), b_c.const_data_ptr<T>()}};
     cuda::launch_elementwise(
-        out.mutable_data_ptr<T>(), in, a_c.numel(), AddOp{}, device, stream, "add");
+        out.mutable_data_ptr<T>(), in, a_c.numel(), AddOp{}, stream, "add");
   });
   return out;
 }

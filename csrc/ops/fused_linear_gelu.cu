@@ -173,8 +173,7 @@ void forward(
   }
   gelu::dispatch_mode(mode, [&](auto m) {
     cuda::launch_elementwise<T, 1>(
-        po, cuda::Inputs<T, 1>{{ph}}, s.m * s.n, GeluOp<decltype(m)::value>{}, device, stream,
-        kOp);
+        po, cuda::Inputs<T, 1>{{ph}}, s.m * s.n, GeluOp<decltype(m)::value>{}, stream, kOp);
   });
 }
 

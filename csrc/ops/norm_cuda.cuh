@@ -12,7 +12,7 @@
 //   two passes, no sum-of-squares cancellation, one read.
 // * A row is handled by TX threads (a warp, or a whole block for long rows;
 //   TX and kN are picked from the row length on the host: the most vectors per
-//   thread, up to 32 elements, that still give a warp work). Short rows put TY
+//   thread the registers allow that still give a warp work). Short rows put TY
 //   rows in one block so blocks stay large.
 // * Rows too long for registers (more than 1024 threads' worth) or grad
 //   accumulators too large for shared memory use a fallback that re-reads the
@@ -557,11 +557,11 @@ struct Allowed {
   int count;
 };
 
-// Sized so that a row's slice stays within ~32 registers: up to 32 elements of x
-// per thread forward (eight 16-byte vectors of float, four of 16- and 64-bit
-// types; bf16 at eight spilled and ran 5x slower), fewer in the backward, which
-// holds two tensors; single elements (unaligned or odd rows) more per thread, at
-// the same register cost.
+// Sized so that a row's slice stays within ~32 registers: forward, up to eight
+// 16-byte vectors of float a thread and four of 16- and 64-bit types (bf16 at
+// eight spilled and ran 5x slower); fewer in the backward, which holds two
+// tensors; single elements (unaligned or odd rows) more per thread, at the same
+// register cost.
 template <typename T, int kVec, bool kBackward>
 constexpr Allowed allowed_n() {
   if constexpr (kVec == 1) {

@@ -156,7 +156,7 @@ Tensor relu_scale_cuda(const Tensor& x, double alpha) {
     cuda::Inputs<T, 1> in{{x_c.const_data_ptr<T>()}};
     cuda::launch_elementwise(
         out.mutable_data_ptr<T>(), in, x_c.numel(), ReluScaleOp<A>{round_to<A>(alpha)},
-        device, stream, "relu_scale");
+        stream, "relu_scale");
   });
   return out;
 }

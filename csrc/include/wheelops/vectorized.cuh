@@ -74,8 +74,8 @@ constexpr int kUnroll = 4;
 
 // out[i] = op(in[0][i], ..., in[K-1][i]), computed in acc_type<T>. Blocks walk
 // tiles of blockDim.x * kUnroll vectors (one tile per block, a grid-stride loop
-// beyond CUDA's grid limit); in a tile, thread t takes vectors t, t + blockDim.x, ... so each load of a warp is
-// contiguous.
+// beyond CUDA's grid limit); in a tile, thread t takes vectors t, t + blockDim.x,
+// ... so each load of a warp is contiguous.
 template <typename T, int kVec, int K, typename Op>
 __global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t n, Op op) {
   using Seq = std::make_index_sequence<K>;
@@ -122,8 +122,7 @@ __global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t
 
 template <typename T, int K, typename Op>
 void launch_elementwise(
-    T* out, Inputs<T, K> in, int64_t n, Op op, int32_t device, cudaStream_t stream,
-    const char* op_name) {
+    T* out, Inputs<T, K> in, int64_t n, Op op, cudaStream_t stream, const char* op_name) {
   if (n == 0) {
     return;
   }
