@@ -11,13 +11,13 @@ namespace wheelops {
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_cpu(
     const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
-  return norm::cpu_impl::forward<true>(x, weight, bias, eps, "layer_norm");
+  norm::Forward f = norm::cpu_impl::forward<true>(x, weight, bias, eps, true, "layer_norm");
+  return {f.out, *f.mean, *f.rstd};
 }
 
 Tensor layer_norm_inference_cpu(
     const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
-  return norm::cpu_impl::run_forward<true>(x, weight, bias, eps, false, "layer_norm_inference")
-      .out;
+  return norm::cpu_impl::forward<true>(x, weight, bias, eps, false, "layer_norm_inference").out;
 }
 
 std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>>

@@ -10,13 +10,13 @@ namespace wheelops {
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_cuda(
     const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
-  return norm::cuda_impl::forward<true>(x, weight, bias, eps, "layer_norm");
+  norm::Forward f = norm::cuda_impl::forward<true>(x, weight, bias, eps, true, "layer_norm");
+  return {f.out, *f.mean, *f.rstd};
 }
 
 Tensor layer_norm_inference_cuda(
     const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
-  return norm::cuda_impl::run_forward<true>(x, weight, bias, eps, false, "layer_norm_inference")
-      .out;
+  return norm::cuda_impl::forward<true>(x, weight, bias, eps, false, "layer_norm_inference").out;
 }
 
 std::tuple<std::optional<Tensor>, std::optional<Tensor>, std::optional<Tensor>>

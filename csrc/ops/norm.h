@@ -92,8 +92,8 @@ T* mutable_data_or_null(std::optional<Tensor>& t) {
 }
 
 // A forward's checked, contiguous inputs and its allocated outputs: out, and the
-// saved statistics when wanted (rms_norm's mean is an empty placeholder its op drops;
-// the inference ops, run when no gradient is wanted, allocate neither).
+// statistics the backward needs when `stats` (layer_norm's mean and rstd, rms_norm's
+// rstd; the inference ops, run when no gradient is wanted, allocate none).
 struct Forward {
   Tensor x;
   std::optional<Tensor> weight, bias;
@@ -116,7 +116,9 @@ Forward prepare_forward(
             std::nullopt, std::nullopt};
   if (stats) {
     const ScalarType sdt = stats_dtype(x_c.scalar_type());
-    f.mean = allocate(x_c, {kCentered ? shape.rows : 0}, sdt);
+    if constexpr (kCentered) {
+      f.mean = allocate(x_c, {shape.rows}, sdt);
+    }
     f.rstd = allocate(x_c, {shape.rows}, sdt);
   }
   return f;

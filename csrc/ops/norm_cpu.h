@@ -204,9 +204,10 @@ void backward_columns(
   });
 }
 
-// The forward, with its statistics (`stats`) or without (the inference ops).
+// The forward, with the statistics the backward needs (`stats`) or without (the
+// inference ops).
 template <bool kCentered>
-Forward run_forward(
+Forward forward(
     const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
     double eps, bool stats, const char* op) {
   Forward f = prepare_forward<kCentered>(x, weight, bias, eps, stats, op);
@@ -219,16 +220,6 @@ Forward run_forward(
         mutable_data_or_null<S>(f.rstd), f.shape, eps);
   });
   return f;
-}
-
-// Forward: (out, mean, rstd); rms_norm returns mean as an empty placeholder
-// and its op drops it.
-template <bool kCentered>
-std::tuple<Tensor, Tensor, Tensor> forward(
-    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-    double eps, const char* op) {
-  Forward f = run_forward<kCentered>(x, weight, bias, eps, true, op);
-  return {f.out, *f.mean, *f.rstd};
 }
 
 template <bool kCentered>

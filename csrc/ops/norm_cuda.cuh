@@ -803,9 +803,10 @@ void launch_backward(
 
 } // namespace
 
-// The forward, with its statistics (`stats`) or without (the inference ops).
+// The forward, with the statistics the backward needs (`stats`) or without (the
+// inference ops).
 template <bool kCentered>
-Forward run_forward(
+Forward forward(
     const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
     double eps, bool stats, const char* op) {
   const int32_t device = x.get_device_index();
@@ -832,14 +833,6 @@ Forward run_forward(
     }
   });
   return f;
-}
-
-template <bool kCentered>
-std::tuple<Tensor, Tensor, Tensor> forward(
-    const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-    double eps, const char* op) {
-  Forward f = run_forward<kCentered>(x, weight, bias, eps, true, op);
-  return {f.out, *f.mean, *f.rstd};
 }
 
 template <bool kCentered>

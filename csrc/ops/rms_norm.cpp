@@ -11,13 +11,13 @@ namespace wheelops {
 
 std::tuple<Tensor, Tensor> rms_norm_cpu(
     const Tensor& x, std::optional<Tensor> weight, double eps) {
-  auto [out, mean, rstd] =
-      norm::cpu_impl::forward<false>(x, weight, std::nullopt, eps, "rms_norm");
-  return {out, rstd};
+  norm::Forward f =
+      norm::cpu_impl::forward<false>(x, weight, std::nullopt, eps, true, "rms_norm");
+  return {f.out, *f.rstd};
 }
 
 Tensor rms_norm_inference_cpu(const Tensor& x, std::optional<Tensor> weight, double eps) {
-  return norm::cpu_impl::run_forward<false>(x, weight, std::nullopt, eps, false, "rms_norm_inference")
+  return norm::cpu_impl::forward<false>(x, weight, std::nullopt, eps, false, "rms_norm_inference")
       .out;
 }
 

@@ -10,13 +10,13 @@ namespace wheelops {
 
 std::tuple<Tensor, Tensor> rms_norm_cuda(
     const Tensor& x, std::optional<Tensor> weight, double eps) {
-  auto [out, mean, rstd] =
-      norm::cuda_impl::forward<false>(x, weight, std::nullopt, eps, "rms_norm");
-  return {out, rstd};
+  norm::Forward f =
+      norm::cuda_impl::forward<false>(x, weight, std::nullopt, eps, true, "rms_norm");
+  return {f.out, *f.rstd};
 }
 
 Tensor rms_norm_inference_cuda(const Tensor& x, std::optional<Tensor> weight, double eps) {
-  return norm::cuda_impl::run_forward<false>(
+  return norm::cuda_impl::forward<false>(
              x, weight, std::nullopt, eps, false, "rms_norm_inference")
       .out;
 }

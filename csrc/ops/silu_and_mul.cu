@@ -127,7 +127,8 @@ Tensor silu_and_mul_cuda(const Tensor& x) {
           <<<blocks, kThreads, 0, stream>>>(px, po, shape.rows, shape.d);
     } else {
       const unsigned int blocks = cuda::one_pass_grid(shape.rows * shape.d, kThreads);
-      silu_and_mul_forward_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(px, po, shape.rows, shape.d);
+      silu_and_mul_forward_kernel<T, 1>
+          <<<blocks, kThreads, 0, stream>>>(px, po, shape.rows, shape.d);
     }
     WHEELOPS_CHECK_LAUNCH("silu_and_mul");
   });
