@@ -224,18 +224,8 @@ def load_libraries(
 def _evaluate(**extra: Any) -> Report:
     """`evaluate` over what loading found (where loading never began: the build facts)."""
     found = _state.inputs or Inputs(installed()[0])
-    return evaluate(
-        found.build,
-        this_process(),
-        matrix(),
-        files=found.files,
-        load_failures=found.load_failures,
-        guard=found.guard,
-        cuda_override=found.cuda_override,
-        changed_libraries=found.changed_libraries,
-        installed_version=found.installed_version,
-        **extra,
-    )
+    # Inputs' fields are evaluate's arguments of the same names.
+    return evaluate(runtime=this_process(), matrix=matrix(), **vars(found), **extra)
 
 
 def report_with_devices(
