@@ -33,84 +33,54 @@ struct ReluScaleOp {
   }
 };
 
-// Item `it` is elements [8 it, 8 it + 8) as 8 / kVec vectors of kVec elements (kVec
-// divides 8; 1 for unaligned tensors). A whole item moves as vectors; the last,
-// partial one (n % 8 elements) element by element, its missing elements zero.
-template <typename T, int kVec>
-struct Item {
-  cuda::Vec<T, kVec> v[8 / kVec];
-};
-
-template <typename T, int kVec>
-__device__ __forceinline__ Item<T, kVec> load_item(const T* __restrict__ p, int64_t it, int64_t n) {
-  constexpr int kPer = 8 / kVec;
-  Item<T, kVec> item;
-  if (it * 8 + 8 <= n) {
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      item.v[k] = cuda::load_vec<T, kVec>(p, it * kPer + k);
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      item.v[e / kVec].val[e % kVec] = it * 8 + e < n ? p[it * 8 + e] : T(0);
-    }
-  }
-  return item;
-}
-
-template <typename T, int kVec>
-__device__ __forceinline__ void store_item(
-    T* __restrict__ p, int64_t it, int64_t n, const Item<T, kVec>& item) {
-  constexpr int kPer = 8 / kVec;
-  if (it * 8 + 8 <= n) {
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      cuda::store_vec<T, kVec>(p, it * kPer + k, item.v[k]);
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      if (it * 8 + e < n) {
-        p[it * 8 + e] = item.v[e / kVec].val[e % kVec];
-      }
-    }
-  }
-}
-
-// Each thread takes kItems items of a tile, its warp's items contiguous; all loads
-// are issued before any item is computed. A zero padding element does not pass
-// (0 <= 0), so the last byte's unused bits stay 0.
+// Item `it` is elements [8 it, 8 it + 8): kVec-element vectors (kVec divides 8;
+// 1 for unaligned tensors), all 8 in range for it < n / 8; the last, partial
+// item (n % 8 elements) goes element by element.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads) relu_scale_with_mask_kernel(
     const T* __restrict__ x, T* __restrict__ out, uint8_t* __restrict__ mask, int64_t n,
     acc_type<T> alpha) {
   using A = acc_type<T>;
+  constexpr int kPer = 8 / kVec;
+  const int64_t full = n / 8;
   const int64_t items = relu_scale_mask_bytes(n);
   const int64_t tile = int64_t{blockDim.x} * kItems;
   for (int64_t base = int64_t{blockIdx.x} * tile + threadIdx.x; base < items;
        base += tile * gridDim.x) {
-    Item<T, kVec> v[kItems];
+    cuda::Vec<T, kVec> v[kItems][kPer];
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
       const int64_t it = base + int64_t{u} * blockDim.x;
-      if (it < items) {
-        v[u] = load_item<T, kVec>(x, it, n);
+      if (it < full) {
+#pragma unroll
+        for (int p = 0; p < kPer; ++p) {
+          v[u][p] = cuda::load_vec<T, kVec>(x, it * kPer + p);
+        }
       }
     }
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
       const int64_t it = base + int64_t{u} * blockDim.x;
-      if (it < items) {
-        Item<T, kVec> y;
-        uint32_t bits = 0;
+      uint32_t bits = 0;
+      if (it < full) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const A a = static_cast<A>(v[u].v[e / kVec].val[e % kVec]);
-          y.v[e / kVec].val[e % kVec] = static_cast<T>(relu_scale_value(a, alpha));
-          bits |= uint32_t{relu_scale_passes(a)} << e;
+        for (int p = 0; p < kPer; ++p) {
+          cuda::Vec<T, kVec> y;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const A a = static_cast<A>(v[u][p].val[j]);
+            y.val[j] = static_cast<T>(relu_scale_value(a, alpha));
+            bits |= uint32_t{relu_scale_passes(a)} << (p * kVec + j);
+          }
+          cuda::store_vec<T, kVec>(out, it * kPer + p, y);
         }
-        store_item<T, kVec>(out, it, n, y);
+        mask[it] = static_cast<uint8_t>(bits);
+      } else if (it < items) {
+        for (int64_t i = it * 8; i < n; ++i) {
+          const A a = static_cast<A>(x[i]);
+          out[i] = static_cast<T>(relu_scale_value(a, alpha));
+          bits |= uint32_t{relu_scale_passes(a)} << (i - it * 8);
+        }
         mask[it] = static_cast<uint8_t>(bits);
       }
     }
@@ -122,32 +92,46 @@ __global__ void __launch_bounds__(kThreads) relu_scale_backward_kernel(
     const T* __restrict__ grad, const uint8_t* __restrict__ mask, T* __restrict__ grad_x,
     int64_t n, acc_type<T> alpha) {
   using A = acc_type<T>;
+  constexpr int kPer = 8 / kVec;
+  const int64_t full = n / 8;
   const int64_t items = relu_scale_mask_bytes(n);
   const int64_t tile = int64_t{blockDim.x} * kItems;
   for (int64_t base = int64_t{blockIdx.x} * tile + threadIdx.x; base < items;
        base += tile * gridDim.x) {
-    Item<T, kVec> g[kItems];
+    cuda::Vec<T, kVec> g[kItems][kPer];
     uint32_t m[kItems];
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
       const int64_t it = base + int64_t{u} * blockDim.x;
-      if (it < items) {
+      if (it < full) {
         m[u] = mask[it];
-        g[u] = load_item<T, kVec>(grad, it, n);
+#pragma unroll
+        for (int p = 0; p < kPer; ++p) {
+          g[u][p] = cuda::load_vec<T, kVec>(grad, it * kPer + p);
+        }
       }
     }
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
       const int64_t it = base + int64_t{u} * blockDim.x;
-      if (it < items) {
-        Item<T, kVec> y;
+      if (it < full) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const A gv = static_cast<A>(g[u].v[e / kVec].val[e % kVec]);
-          y.v[e / kVec].val[e % kVec] =
-              static_cast<T>(relu_scale_grad_value(gv, (m[u] >> e) & 1, alpha));
+        for (int p = 0; p < kPer; ++p) {
+          cuda::Vec<T, kVec> y;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const bool passes = (m[u] >> (p * kVec + j)) & 1;
+            y.val[j] = static_cast<T>(
+                relu_scale_grad_value(static_cast<A>(g[u][p].val[j]), passes, alpha));
+          }
+          cuda::store_vec<T, kVec>(grad_x, it * kPer + p, y);
         }
-        store_item<T, kVec>(grad_x, it, n, y);
+      } else if (it < items) {
+        const uint32_t bits = mask[it];
+        for (int64_t i = it * 8; i < n; ++i) {
+          const bool passes = (bits >> (i - it * 8)) & 1;
+          grad_x[i] = static_cast<T>(relu_scale_grad_value(static_cast<A>(grad[i]), passes, alpha));
+        }
       }
     }
   }
