@@ -17,7 +17,10 @@ from _norm_helpers import (
     compute_unit,
     gemm_rounding,
     independent_sum,
+    root_matmul_square,
+    square_scale,
     rounded_error,
+    subnormal_floor,
     summation_rounding,
 )
 from opspecs.lltm import ARGUMENTS as LLTM_INPUTS
@@ -35,6 +38,12 @@ from opspecs.lltm import float64_results
 
 # libm's expf/tanhf/expm1f (glibc, CUDA) are within 2 ulps: 4 roundings.
 LIBM = 4.0
+# A rounding's absolute error near 0 in the arithmetic of each unit (0: exact math).
+ROUNDING_FLOOR = {
+    compute_unit(torch.float32): subnormal_floor(torch.float32),
+    compute_unit(torch.float64): subnormal_floor(torch.float64),
+    0.0: 0.0,
+}
 
 
 @dataclass(frozen=True)
@@ -45,9 +54,12 @@ class Interval:
     lo: torch.Tensor
     hi: torch.Tensor
 
-    def widen(self, relative: float) -> Interval:
-        """Plus a rounding of the value of at most `relative` times its magnitude."""
-        r = relative * torch.maximum(self.lo.abs(), self.hi.abs())
+    def widen(self, u: float, roundings: float = 1.0) -> Interval:
+        """Plus `roundings` roundings in arithmetic of unit u: each at most u times the
+        value's magnitude, or half a subnormal spacing where the value is subnormal (the
+        float32 kernels' sigmoid is a subnormal below -87 and keeps ~2 bits at -102)."""
+        magnitude = torch.maximum(self.lo.abs(), self.hi.abs())
+        r = roundings * (u * magnitude + ROUNDING_FLOOR[u])
         return Interval(self.lo - r, self.hi + r)
 
     def distance(self, value: torch.Tensor) -> torch.Tensor:
@@ -65,9 +77,9 @@ def _mul(a: Interval, b: Interval, u: float) -> Interval:
 
 
 def _increasing(
-    f: Callable[[torch.Tensor], torch.Tensor], a: Interval, relative: float
+    f: Callable[[torch.Tensor], torch.Tensor], a: Interval, u: float, roundings: float
 ) -> Interval:
-    return Interval(f(a.lo), f(a.hi)).widen(relative)
+    return Interval(f(a.lo), f(a.hi)).widen(u, roundings)
 
 
 def _one_minus_square(t: Interval, u: float) -> Interval:
@@ -83,7 +95,7 @@ def _logistic_slope(p: Interval, u: float) -> Interval:
     ends = torch.minimum(p.lo * (1 - p.lo), p.hi * (1 - p.hi))
     inside = (p.lo <= 0.5) & (p.hi >= 0.5)
     peak = torch.where(inside, 0.25, torch.maximum(p.lo * (1 - p.lo), p.hi * (1 - p.hi)))
-    return Interval(ends, peak).widen(2 * u)
+    return Interval(ends, peak).widen(u, 2)
 
 
 def _elu_slope(x: torch.Tensor) -> torch.Tensor:
@@ -102,16 +114,16 @@ def gate_math(
     state = old_cell.shape[1]
     g0, g1, g2 = (Interval(gates.lo[:, k], gates.hi[:, k]) for k in _gate_slices(state))
     c, gh, gc = (Interval(t, t) for t in (old_cell, grad_h, grad_cell))
-    input_gate = _increasing(torch.sigmoid, g0, (LIBM + 2) * u)
-    output_gate = _increasing(torch.sigmoid, g1, (LIBM + 2) * u)
-    candidate = _increasing(F.elu, g2, LIBM * u)
+    input_gate = _increasing(torch.sigmoid, g0, u, LIBM + 2)
+    output_gate = _increasing(torch.sigmoid, g1, u, LIBM + 2)
+    candidate = _increasing(F.elu, g2, u, LIBM)
     new_cell = _add(c, _mul(candidate, input_gate, u), u)
-    tanh_cell = _increasing(torch.tanh, new_cell, LIBM * u)
+    tanh_cell = _increasing(torch.tanh, new_cell, u, LIBM)
     new_h = _mul(tanh_cell, output_gate, u)
     d_new_cell = _add(gc, _mul(_mul(gh, output_gate, u), _one_minus_square(tanh_cell, u), u), u)
     d_g0 = _mul(_mul(d_new_cell, candidate, u), _logistic_slope(input_gate, u), u)
     d_g1 = _mul(_mul(gh, tanh_cell, u), _logistic_slope(output_gate, u), u)
-    d_g2 = _mul(_mul(d_new_cell, input_gate, u), _increasing(_elu_slope, g2, LIBM * u), u)
+    d_g2 = _mul(_mul(d_new_cell, input_gate, u), _increasing(_elu_slope, g2, u, LIBM), u)
     d_gates = Interval(
         torch.cat([d_g0.lo, d_g1.lo, d_g2.lo], 1), torch.cat([d_g0.hi, d_g1.hi, d_g2.hi], 1)
     )
@@ -122,12 +134,16 @@ def _gate_slices(state: int) -> list[slice]:
     return [slice(k * state, (k + 1) * state) for k in range(3)]
 
 
-def _triple_sums(e: torch.Tensor, w: torch.Tensor, state: int) -> torch.Tensor:
-    """sum over columns s of (sum over the 3 gates m of e[:, m S + s] * w[m S + s, :])^2:
-    the squared ranges of the independent per-column parts of e @ w."""
+def _root_triple_sums(e: torch.Tensor, w: torch.Tensor, state: int) -> torch.Tensor:
+    """sqrt(sum over columns s of (sum over the 3 gates m of e[:, m S + s] * w[m S + s, :])^2):
+    the root sum square of the independent per-column parts of e @ w (e and w >= 0),
+    scaled so that no square under- or overflows."""
+    scale_e, scale_w = square_scale(e, 1), square_scale(w, 0)
+    e, w = e / scale_e, w / scale_w
     parts = _gate_slices(state)
     products = ((e[:, a] * e[:, b]) @ (w[a] * w[b]) for a in parts for b in parts)
-    return sum(products, start=e.new_zeros(e.shape[0], w.shape[1]))
+    total = sum(products, start=e.new_zeros(e.shape[0], w.shape[1]))
+    return total.sqrt() * scale_e * scale_w
 
 
 def lltm_allowed(
@@ -160,11 +176,11 @@ def lltm_allowed(
     e = rounded_error(d_gates, kernel["d_gates"].distance(d_gates), dtype)
     # d_x = d_gates @ W: terms off by e (Hoeffding over columns, a column's 3 gates as one).
     d_x = torch.minimum(
-        e @ weights.abs(), LAMBDA * _triple_sums(e, weights.abs(), state).sqrt()
+        e @ weights.abs(), LAMBDA * _root_triple_sums(e, weights.abs(), state)
     ) + gemm_rounding(d_gates, weights.T, u)
     # d_W = d_gates.T @ x: terms off by e (Hoeffding over the batch), float32 accumulation.
     d_weights = torch.minimum(
-        e.T @ x.abs(), LAMBDA * (e.T.square() @ x.square()).sqrt()
+        e.T @ x.abs(), LAMBDA * root_matmul_square(e.T, x)
     ) + gemm_rounding(d_gates.T, x.T, u)
     # d_b = d_gates.sum(0): the same over the batch; every result then rounds once (allowance).
     d_bias = independent_sum(e) + summation_rounding(d_gates, u)

@@ -95,11 +95,35 @@ def subnormal_floor(dtype: torch.dtype) -> float:
     return info.tiny * info.eps / 2
 
 
+def square_scale(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """The largest |t| along dim (kept), 1 where that is 0, not finite or empty: a divisor
+    that keeps squares of tiny or huge values (float64 errors of 1e-200) from under- or
+    overflowing."""
+    if t.shape[dim] == 0:
+        return torch.ones_like(t.sum(dim, keepdim=True))
+    top = t.abs().amax(dim, keepdim=True)
+    return torch.where((top > 0) & top.isfinite(), top, 1.0)
+
+
+def root_sum_square(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """sqrt(sum of t^2 along dim), without squaring t itself."""
+    t = t.double()
+    scale = square_scale(t, dim)
+    return (t / scale).square().sum(dim, keepdim=True).sqrt().mul(scale).squeeze(dim)
+
+
+def root_matmul_square(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sqrt(a^2 @ b^2) ([M, K] x [K, N]), without squaring a or b themselves."""
+    a, b = a.double(), b.double()
+    scale_a, scale_b = square_scale(a, 1), square_scale(b, 0)
+    return ((a / scale_a).square() @ (b / scale_b).square()).sqrt() * scale_a * scale_b
+
+
 def independent_sum(errors: torch.Tensor, dim: int = 0) -> torch.Tensor:
     """A bound on |sum of e_i| along dim given |e_i| <= errors_i: their sum, or (the e_i
     independent roundings, mean zero) LAMBDA * sqrt(sum errors_i^2), whichever is smaller."""
     errors = errors.double()
-    return torch.minimum(errors.sum(dim), LAMBDA * errors.square().sum(dim).sqrt())
+    return torch.minimum(errors.sum(dim), LAMBDA * root_sum_square(errors, dim))
 
 
 def summation_rounding(terms: torch.Tensor, unit: float, dim: int = 0) -> torch.Tensor:
@@ -115,7 +139,7 @@ def summation_rounding(terms: torch.Tensor, unit: float, dim: int = 0) -> torch.
     terms = terms.double()
     n = terms.shape[dim]
     worst = n * terms.abs().sum(dim)
-    random = LAMBDA * (terms.cumsum(dim).square() + terms.square()).sum(dim).sqrt()
+    random = LAMBDA * root_sum_square(torch.cat([terms.cumsum(dim), terms], dim), dim)
     return unit * torch.minimum(worst, random)
 
 

@@ -18,6 +18,7 @@ from _property_checks import (
     grad_leaf,
 )
 from _strategies import (
+    Layout,
     apply_layout,
     device_type,
     layouts,
@@ -357,6 +358,28 @@ def test_property_lltm(device: str, data: st.DataObject) -> None:
         assert actual.shape == leaf.shape and actual.dtype == dtype, name
     # Every result within its derived bound (_lltm_bounds.lltm_allowed).
     assert_lltm_close((new_h, new_cell), mine, inputs, (grad_h, grad_cell))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("seed", range(24))
+def test_gates_far_from_zero_from_repeated_columns(device: str, dtype: torch.dtype, seed: int):
+    """test_property_lltm's example that failed on an H100 (B=1, F=240, S=1; input and
+    weights expanded along dim 1): 240 equal products make gates of -100 to -480. The
+    float32 sigmoid was 1 / (1 + exp(-x)), 0 below -88.7 where the result is a subnormal
+    (new_h off by 1.7e-41, allowed 7.5e-45); the bound's intervals had no subnormal
+    floor (~2 bits of the sigmoid are left at -102), and float64 errors of 1e-219 squared
+    to 0 in its Hoeffding sums."""
+    expanded = Layout("expanded", dim=1)
+    inputs = list(lltm_inputs(1, 240, 1, dtype, device, seed))
+    inputs[0], inputs[1] = (apply_layout(t, expanded) for t in inputs[:2])
+    inputs = [grad_leaf(t) for t in inputs]
+    assert inputs[0].stride(1) == inputs[1].stride(1) == 0
+    new_h, new_cell = wheelops.lltm(*inputs)
+    generator = torch.Generator().manual_seed(seed + 1)
+    grads = [torch.randn(1, 1, generator=generator).to(dtype).to(device) for _ in range(2)]
+    mine = torch.autograd.grad((new_h, new_cell), inputs, grads)
+    assert_lltm_close((new_h, new_cell), mine, inputs, grads)
 
 
 @pytest.mark.parametrize("device", DEVICES)

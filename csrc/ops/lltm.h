@@ -47,9 +47,13 @@ using math::exp_;
 using math::expm1_;
 using math::tanh_;
 
+// exp of a non-positive argument only: 1 / (1 + exp(-x)) underflows to 0 below
+// x = -88.7 in float32 (exp(-x) overflows), where the result is still a float
+// (a subnormal down to -103); e / (1 + e) keeps it, one rounding per op either way.
 template <typename A>
 C10_HOST_DEVICE inline A sigmoid(A x) {
-  return A(1) / (A(1) + exp_(-x));
+  const A e = exp_(x > A(0) ? -x : x);
+  return (x > A(0) ? A(1) : e) / (A(1) + e);
 }
 
 // ELU with alpha = 1, as torch.nn.functional.elu.
