@@ -18,8 +18,8 @@ from _norm_helpers import (
     gemm_rounding,
     independent_sum,
     root_matmul_square,
-    square_scale,
     rounded_error,
+    square_scale,
     subnormal_floor,
     summation_rounding,
 )
@@ -179,9 +179,9 @@ def lltm_allowed(
         e @ weights.abs(), LAMBDA * _root_triple_sums(e, weights.abs(), state)
     ) + gemm_rounding(d_gates, weights.T, u)
     # d_W = d_gates.T @ x: terms off by e (Hoeffding over the batch), float32 accumulation.
-    d_weights = torch.minimum(
-        e.T @ x.abs(), LAMBDA * root_matmul_square(e.T, x)
-    ) + gemm_rounding(d_gates.T, x.T, u)
+    d_weights = torch.minimum(e.T @ x.abs(), LAMBDA * root_matmul_square(e.T, x)) + gemm_rounding(
+        d_gates.T, x.T, u
+    )
     # d_b = d_gates.sum(0): the same over the batch; every result then rounds once (allowance).
     d_bias = independent_sum(e) + summation_rounding(d_gates, u)
     errors = {
