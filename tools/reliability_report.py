@@ -13,6 +13,7 @@ With --write, the tables replace what is between the markers in that file.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -23,7 +24,24 @@ from pathlib import Path
 # The ops, from their modules (importing wheelops needs its native libraries).
 OPS_DIR = Path(__file__).resolve().parent.parent / "wheelops" / "ops"
 NAMES = sorted(p.stem for p in OPS_DIR.glob("*.py") if not p.stem.startswith("_"))
-DIFFERENTIABLE = {op for op in NAMES if "register_autograd" in (OPS_DIR / f"{op}.py").read_text()}
+SPECS_DIR = OPS_DIR.parent.parent / "specs" / "opspecs"
+
+
+def _differentiable(op: str) -> bool:
+    """Its description (specs/opspecs/<op>.py) gives `derivatives` other than None: read
+    from the file's syntax tree, as importing a description imports wheelops."""
+    tree = ast.parse((SPECS_DIR / f"{op}.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "OpSpec":
+            given = {k.arg: k.value for k in node.keywords}
+            value = given.get("derivatives")
+            return value is not None and not (
+                isinstance(value, ast.Constant) and value.value is None
+            )
+    raise SystemExit(f"{SPECS_DIR / f'{op}.py'} has no SPEC = OpSpec(...)")
+
+
+DIFFERENTIABLE = {op for op in NAMES if _differentiable(op)}
 
 BEGIN = "<!-- reliability tables: begin (python tools/reliability_report.py) -->"
 END = "<!-- reliability tables: end -->"
