@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from build_tools import cublaslt
 from build_tools.arch_list import ArchList
 from build_tools.compat import facts as _facts
+from build_tools.compat import record as _record
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.flags import PYTHON_FLOOR, STABLE_ABI_FLOOR
 
@@ -86,9 +88,12 @@ def collect(
     cpu_library: str,
     cuda_libraries: list[BuiltCudaLibrary],
     cxx_runtime: str,
+    libraries: Sequence[Path],
     built_as: str | None = None,
     dev_mode: bool = False,
 ) -> _facts.BuildInfo:
+    """`libraries`: every native library built, as the package will hold them (their
+    sha256 is recorded by file name)."""
     return _facts.BuildInfo(
         wheelops_version=wheelops_version(),
         torch_version=torch_version,
@@ -104,6 +109,7 @@ def collect(
         built_as=built_as,
         cxx_runtime=cxx_runtime,
         dev_mode=dev_mode,
+        library_sha256={p.name: _record.sha256_of(p).hexdigest() for p in libraries},
     )
 
 

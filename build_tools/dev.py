@@ -142,6 +142,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
         Path(cpu_path).name,
         cuda,
         cxx_runtime.check_libraries(built, build_facts.compiler()),
+        built,
         dev_mode=True,
     )
     # Written by the build's writer, read back by this package's reader.

@@ -86,6 +86,7 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
                 cpu_file,
                 cuda,
                 runtime,
+                built,
                 built_as=plan.variant,
             )
             targets = [Path(self.build_lib) / PACKAGE]

@@ -68,9 +68,32 @@ def check(wheel: Path, plat: str) -> None:
     vendored = re.search(r"\.libs/|wheelops\.libs", "\n".join(_wheel_names(wheel)))
     if vendored:
         raise SystemExit(f"{wheel.name} vendors shared libraries; it must not:\n{show}")
+    _check_library_hashes(wheel)
     _run(sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel))
     _run(sys.executable, "-m", "check_wheel_contents", str(wheel))
     print(f"repaired and checked: {wheel}", flush=True)
+
+
+def _check_library_hashes(wheel: Path) -> None:
+    """Each library is the file its build hashed into the build facts: the installed guard
+    knows a library by that hash where no RECORD is installed, so a repair step that
+    rewrote one (auditwheel patching an RPATH, a strip) must record it again."""
+    import hashlib
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        facts = json.loads(archive.read("wheelops/_build_info.json"))
+        recorded = facts.get("library_sha256") or {}
+        found = {
+            Path(name).name: hashlib.sha256(archive.read(name)).hexdigest()
+            for name in archive.namelist()
+            if name.startswith("wheelops/") and name.endswith(".so")
+        }
+    if found != recorded:
+        raise SystemExit(
+            f"{wheel.name}: its libraries' sha256 {found} are not the build facts' {recorded}"
+        )
 
 
 def _glibc_of(tag: str) -> tuple[int, int]:

@@ -27,6 +27,7 @@ CUDA13 = facts.CudaLibraryInfo(
     arch_list="7.5;8.0;8.6;9.0;10.0;12.0+PTX",
     sass_archs=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
     ptx_archs=("12.0",),
+    cublaslt_version="13.1.1",
 )
 CUDA12 = facts.CudaLibraryInfo(
     file="_ops_cuda12.abi3.so",
@@ -36,6 +37,7 @@ CUDA12 = facts.CudaLibraryInfo(
     arch_list="7.0;7.5;8.0;8.6;9.0+PTX",
     sass_archs=("7.0", "7.5", "8.0", "8.6", "9.0"),
     ptx_archs=("9.0",),
+    cublaslt_version="12.4.5",
 )
 BUILD = facts.BuildInfo(
     wheelops_version="0.1.0",

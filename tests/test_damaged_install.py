@@ -3,7 +3,8 @@ deleted, truncated, replaced by random bytes, or made unreadable; each native li
 swapped for a sibling library (another valid wheelops library in its place, which would
 register every op twice: an abort) and changed by 4 KB of random bytes in its middle (its
 headers intact, so only its hash tells). A Python or data file is read whole and parsed,
-so a change in its middle is no different from the random bytes case.
+so a change in its middle is no different from the random bytes case. The libraries are
+damaged once more with no dist-info installed at all (#35): their build facts' sha256 tells.
 
 Each case damages one file in a hard-linked copy of the install (the package and its
 dist-info) and runs, in subprocesses, `import wheelops` plus an op, and
@@ -49,8 +50,8 @@ BUILD = wheelops.build_info()
 FIX = matrix().install_command(BUILD.variant)
 # Run by Python before wheelops can check anything: Python's own error is the outcome.
 PYTHON_RUNS_FIRST = {"wheelops/__init__.py", "wheelops/_damage.py"}
-# The doctor's own files: damaged, the doctor cannot report (it names its module, but
-# runpy's error for __main__.py may name nothing), while import works.
+# The doctor's own files: damaged, the doctor cannot run (it names its module and says
+# the install serves; runpy's error for __main__.py may name nothing), while import works.
 DOCTOR_ONLY = {"wheelops/__main__.py", "wheelops/_compat/doctor.py"}
 DAMAGES = ("deleted", "truncated", "random bytes", "unreadable")
 LIBRARY_DAMAGES = ("swapped for a sibling library", "bytes changed in the middle")
@@ -206,9 +207,13 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
         assert doctor.returncode == 1, said[-3000:]
         assert path in said, said[-3000:]
         return
-    if relative in DOCTOR_ONLY:
+    if relative == "wheelops/__main__.py":  # runpy's own error, before any wheelops code
         assert doctor.returncode == 1, said[-3000:]
-        assert path in said or relative == "wheelops/__main__.py", said[-3000:]
+        return
+    if relative in DOCTOR_ONLY:  # import works: the doctor says so, and what is damaged (#35)
+        report = json.loads(doctor.stdout)
+        assert doctor.returncode == 0 and report["verdict"] == "degraded", said[-3000:]
+        assert path in said and report["fixes"] == [FIX], said[-3000:]
         return
     assert doctor.returncode == 0, said[-3000:]
     report = json.loads(doctor.stdout)
@@ -222,12 +227,43 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
         assert files["fix"] == [FIX]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("relative", "how"),
+    [(f, how) for f in CASES if f in LIBRARIES for how in DAMAGES] + LIBRARY_CASES,
+)
+def test_a_damaged_library_without_record_is_refused(pristine, tmp_path, relative, how):
+    """The package alone, no dist-info (a vendored copy, a Docker COPY of site-packages'
+    wheelops folder): a library's identity is the sha256 its build recorded, so every damage
+    is refused by name with the reinstall fix, exit 1, never a signal (a sibling library in
+    its place aborted the process: every op registered twice)."""
+    how_to_run = unreadable_runner() if how == "unreadable" else {}
+    site = tmp_path / "site"
+    shutil.copytree(pristine / "wheelops", site / "wheelops", copy_function=os.link)
+    damage(site, relative, how)
+    path = str(site / relative)
+
+    imported, doctor = run_both(site, how_to_run)
+    said = doctor.stdout + doctor.stderr
+    assert "WORKS" not in imported.stdout and imported.returncode == 1, imported.stderr[-3000:]
+    error = last_error(imported.stderr)
+    assert error.startswith(("wheelops.CompatibilityError", "wheelops.DamagedInstallError")), (
+        imported.stderr[-3000:]
+    )
+    assert path in error and FIX in error, error
+    assert doctor.returncode == 1 and path in said, said[-3000:]
+    assert json.loads(doctor.stdout)["exit_status"] == 1
+
+
 def test_every_file_of_the_install_is_a_case():
     assert {"wheelops/__init__.py", "wheelops/_build_info.json"} <= {*FILES}
     assert any(f.endswith("_ops_cpu.abi3.so") for f in FILES)
     assert len(sample(FILES)) == (3 if loader.loaded().cuda else 2)
     assert LIBRARY_CASES and all(relative in LIBRARIES for relative, _ in LIBRARY_CASES)
     assert isinstance(BUILD, BuildInfo)
+    # Each library's identity without RECORD: the build recorded every library's sha256.
+    assert BUILD.library_sha256 is not None
+    assert sorted(BUILD.library_sha256) == sorted(Path(f).name for f in LIBRARIES)
 
 
 @pytest.mark.slow

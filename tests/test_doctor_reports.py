@@ -32,28 +32,37 @@ def site(tmp_path: Path) -> Path:
     return root
 
 
-def run(python: str, site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(
+    python: str, site: Path, *args: str, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
     env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(site))
+    env.update(env_extra or {})
     return subprocess.run([python, *args], cwd=site, env=env, capture_output=True, text=True,
                           timeout=300)  # fmt: skip
 
 
-def both(python: str, site: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+def both(
+    python: str, site: Path, *flags: str, env_extra: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict]:
     """`import wheelops` and the doctor's JSON, which must agree."""
-    imported = run(python, site, *flags, "-c", "import wheelops")
-    doctor = run(python, site, *flags, "-m", "wheelops", "--json")
+    imported = run(python, site, *flags, "-c", "import wheelops", env_extra=env_extra)
+    doctor = run(python, site, *flags, "-m", "wheelops", "--json", env_extra=env_extra)
     assert doctor.returncode >= 0 and imported.returncode >= 0, doctor.stderr + imported.stderr
     report = json.loads(doctor.stdout)
     assert report["exit_status"] == doctor.returncode == (1 if imported.returncode else 0)
-    text = run(python, site, *flags, "-m", "wheelops")
+    text = run(python, site, *flags, "-m", "wheelops", env_extra=env_extra)
     assert text.returncode == doctor.returncode and "verdict:" in text.stdout, text.stderr
     return imported, report
 
 
-def test_without_torch(site: Path) -> None:
-    # -S: no site-packages, so no torch; the copy of wheelops comes from PYTHONPATH.
-    imported, report = both(sys.executable, site, "-S")
+@pytest.mark.parametrize("skip_guard", [False, True], ids=["guard", "WHEELOPS_SKIP_GUARD=1"])
+def test_without_torch(site: Path, skip_guard: bool) -> None:
+    # -S: no site-packages, so no torch; the copy of wheelops comes from PYTHONPATH. The
+    # switch does not skip it (#35: a raw ModuleNotFoundError and a reinstall fix).
+    env = {"WHEELOPS_SKIP_GUARD": "1"} if skip_guard else None
+    imported, report = both(sys.executable, site, "-S", env_extra=env)
+    assert "ModuleNotFoundError" not in imported.stderr, imported.stderr[-2000:]
     assert "CompatibilityError" in imported.stderr and "torch is not installed" in imported.stderr
     (torch,) = [f for f in report["findings"] if f["check"] == "torch"]
     assert torch["status"] == "fatal" and torch["runtime"] == "not installed"
@@ -84,6 +93,10 @@ def test_on_a_python_older_than_the_floor(site: Path, python: str) -> None:
     assert "is older than 3.10, the oldest wheelops supports" in imported.stderr
     (finding,) = report["findings"]
     assert finding["check"] == "Python" and finding["status"] == "fatal"
+    # #35: said "skippable": true (WHEELOPS_SKIP_GUARD cannot run 3.10 code on 3.9), and
+    # gave no version (import stopped before it).
+    assert finding["skippable"] is False
+    assert report["wheelops"]["version"] == wheelops.__version__
     assert finding["fix"] == [
         "python3.12 -m venv .venv && . .venv/bin/activate && pip install wheelops"
     ]

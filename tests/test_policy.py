@@ -13,6 +13,7 @@ from wheelops._compat.facts import BuildInfo, Gpu, RuntimeFacts, UnreadableBuild
 from wheelops._compat.loader import format_findings
 from wheelops._compat.matrix import matrix
 from wheelops._compat.policy import LibraryFile, Report, Status, evaluate
+from wheelops._compat.record import FileDamage
 
 import_build_tools()
 from build_tools import troubleshooting  # noqa: E402
@@ -405,6 +406,8 @@ def test_the_experts_override_picks_the_cuda_12_library_and_says_so():
     finding = report.finding("CUDA")
     assert finding.status is Status.DEGRADED and "WHEELOPS_CUDA_LIBRARY=12" in finding.message
     assert "chooses the CUDA 12.4 library" in finding.message  # not "is loaded": it may fail
+    # Both of what it links, where a user must provide them (#35: only libcudart was named).
+    assert "(libcudart.so.12, libcublasLt.so.12) are on the loader's path" in finding.message
     report = report_of(CU130_BUILD, CUDA_TORCH, cuda_override="12")
     assert report.exit_status == 1 and "has CUDA 13.0 only" in report.finding("CUDA").message
 
@@ -453,6 +456,19 @@ def test_the_skip_switch_is_offered_only_where_it_would_let_the_load_go_on():
     assert damaged.exit_status == 1 and not damaged.skippable
 
 
+def test_no_torch_is_refused_with_the_switch_too():
+    """#35: WHEELOPS_SKIP_GUARD=1 without torch went on to load and ended in a raw
+    ModuleNotFoundError with a reinstall fix: without torch nothing can load."""
+    no_torch = torch_runtime(None)
+    for guard in (True, False):
+        report = report_of(CU130_BUILD, no_torch, guard=guard)
+        finding = report.finding("torch")
+        assert report.exit_status == 1 and report.to_load == () and not report.skippable
+        assert finding.status is Status.FATAL and "torch is not installed" in finding.message
+        assert finding.fix and finding.fix[0].startswith("pip install"), finding.fix
+        assert "--force-reinstall" not in finding.fix[0]
+
+
 def test_an_import_failure_the_doctor_ran_past_is_fatal():
     report = report_of(
         UNIVERSAL, CUDA_TORCH, import_failure="SyntaxError: x", installed_version="0.1.0"
@@ -496,3 +512,38 @@ def test_every_loader_failure_cause_has_one_remedy():
     assert set(remedies()) == set(Cause)
     for cause, remedy in remedies().items():
         assert remedy.advice.format(missing="libx.so", built="13.0.1", major=13) is not None, cause
+
+
+def test_a_damaged_unused_cuda_library_is_reinstalled_before_torch_changes():
+    """#35: under a CPU torch a damaged _ops_cuda13 is not loaded and wheelops works; the
+    doctor's first fix was the CUDA 13 torch, which would then load the damaged library."""
+    damaged = [FileDamage("/site/wheelops/_ops_cuda13.abi3.so", "changed (sha256 differs)")]
+    report = report_of(UNIVERSAL, torch_runtime("2.13.0+cpu"), damaged_files=damaged)
+    assert report.exit_status == 0
+    assert report.finding("torch build").status is report.finding("installed files").status
+    assert report.fixes[0].startswith("pip install --force-reinstall --no-deps wheelops")
+    assert any("download.pytorch.org" in fix for fix in report.fixes[1:])
+
+
+def test_a_wheel_built_here_is_reinstalled_from_its_file(tmp_path):
+    """#35: a +universal (or +cu124) wheel is on no index; its reinstall names the file
+    pip installed it from (direct_url.json), while that file is there."""
+    wheel = tmp_path / "dist dir" / "wheelops-0.1.0+universal-cp310-abi3-linux_x86_64.whl"
+    changed = {"cuda13": "changed (its sha256 differs from the sha256 its build recorded)"}
+
+    def fix(version: str, source: str | None) -> str:
+        report = report_of(UNIVERSAL, CUDA_TORCH, changed_libraries=changed,
+                           installed_version=version, installed_from=source)  # fmt: skip
+        return report.finding("CUDA 13 library").fix[0]
+
+    assert fix("0.1.0+universal", str(wheel)) == PYPI_REINSTALL  # the file is gone
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"")
+    named = f"pip install --force-reinstall --no-deps '{wheel}'"
+    assert fix("0.1.0+universal", str(wheel)) == named
+    assert fix("0.1.0+cu124", str(wheel)) == named
+    # An index serves the variant, or PyPI's wheel (no label): from there, as before.
+    assert fix("0.1.0+cu130", str(wheel)).endswith(
+        "--index-url https://wheelops.github.io/wheelops/whl/cu130"
+    )
+    assert fix("0.1.0", str(wheel)) == PYPI_REINSTALL

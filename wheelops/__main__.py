@@ -4,13 +4,15 @@ It always prints a report (with --json, always valid JSON) and exits 1 exactly w
 `import wheelops` raises: also without torch, on a Python older than the wheel's floor,
 and with any of the package's own modules damaged. The report comes from the doctor
 (wheelops/_compat/doctor.py) wherever it can run; where it cannot (an old Python, or the
-doctor's own modules damaged), from the error alone, built here with the standard library.
+doctor's own modules damaged), from the error alone, built here with the standard library:
+fatal where import failed too, degraded (exit 0) where only the doctor is damaged.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -36,14 +38,16 @@ def main(argv=None) -> int:  # argv: list[str] | None
 
         return doctor.main(wheelops.__version__, as_json=args.json, import_error=import_error)
     except Exception as err:  # the doctor cannot run here: report what stops it
-        report = _error_report(import_error or damaged_install(err) or err)
+        imported = import_error is None
+        report = _error_report(import_error or damaged_install(err) or err, imported)
     print(json.dumps(report, indent=2) if args.json else _render(report))
-    return 1
+    return report["exit_status"]
 
 
-def _error_report(error: BaseException) -> dict:
+def _error_report(error: BaseException, imported: bool = False) -> dict:
     """The report's shape, from the error alone: the finding that explains it (the Python
-    floor on an old Python; else the damage or error that stops the import)."""
+    floor on an old Python; else the damage or error that stops the import, or, where
+    `import wheelops` worked, the doctor's own: the install serves, its doctor cannot)."""
     finding = None
     try:
         from wheelops._compat.early import old_python_finding
@@ -57,14 +61,18 @@ def _error_report(error: BaseException) -> dict:
         finding = {"check": "import", "status": "fatal", "build": "every module imports",
                    "runtime": "import wheelops raised", "message": str(error),
                    "fix": [fix] if fix else [], "skippable": False}  # fmt: skip
+        if imported:
+            finding.update(check="doctor", status="degraded", build="the doctor runs",
+                           runtime="import wheelops works; the doctor raised")  # fmt: skip
+    serves = finding["status"] != "fatal"
     return {
         "wheelops": {
-            "version": getattr(wheelops, "__version__", None),
+            "version": getattr(wheelops, "__version__", None) or _version_in_file(),
             "location": str(PACKAGE_DIR),
             "variant": None,
         },
-        "verdict": "fatal",
-        "exit_status": 1,
+        "verdict": finding["status"],
+        "exit_status": 0 if serves else 1,
         "build": None,
         "runtime": {"python_version": ".".join(map(str, sys.version_info[:3]))},
         "libraries": [],
@@ -76,10 +84,24 @@ def _error_report(error: BaseException) -> dict:
     }
 
 
+def _version_in_file():  # -> str | None
+    """The version _version.py assigns, read as text: import stopped before it (an old
+    Python) or it is damaged (then None)."""
+    try:
+        text = (PACKAGE_DIR / "_version.py").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    match = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", text, re.M)
+    return match.group(1) if match else None
+
+
 def _render(report: dict) -> str:
     f = report["findings"][0]
-    lines = [f"wheelops at {report['wheelops']['location']}",
-             "verdict: CANNOT SERVE this machine (see below for why and the fix).", "",
+    verdict = (
+        "CANNOT SERVE this machine (see below for why and the fix)." if report["exit_status"]
+        else "serves this machine (import wheelops works), but its doctor cannot run:"
+    )  # fmt: skip
+    lines = [f"wheelops at {report['wheelops']['location']}", f"verdict: {verdict}", "",
              f"{f['check']} ({f['status']}): {f['message']}"]  # fmt: skip
     lines += [f"  {'fix:' if i == 0 else 'or: '} {c}" for i, c in enumerate(f["fix"])]
     return "\n".join(lines)

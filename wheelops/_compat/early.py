@@ -65,7 +65,9 @@ def old_python_finding(package_dir: Path = PACKAGE_DIR):  # -> dict | None
         return None
     message, fix = refused
     return {"check": "Python", "status": "fatal", "build": f">= {floor}", "runtime": here,
-            "message": message, "fix": list(fix), "skippable": True}  # fmt: skip
+            "message": message, "fix": list(fix),
+            # WHEELOPS_SKIP_GUARD cannot skip it: the package's own code needs the floor.
+            "skippable": False}  # fmt: skip
 
 
 def refuse_old_python() -> None:

@@ -67,6 +67,10 @@ class BuildInfo:
     built_as: str | None = None  # the matrix variant the build was for; None: from the CUDA
     cxx_runtime: str | None = None  # "libstdc++.so.6 (shared)"
     dev_mode: bool = False  # built by build_tools.dev (dev mode) rather than by a wheel build
+    # Each native library's sha256 (hex) as the build wrote it, by file name: its identity
+    # where no RECORD is installed (a vendored copy, a Docker COPY of the package alone).
+    # None: built before the build recorded them.
+    library_sha256: dict[str, str] | None = None
 
     @property
     def variant(self) -> str:

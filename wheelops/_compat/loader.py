@@ -177,7 +177,8 @@ def load_libraries(
 ) -> Loaded | None:
     """Evaluate, then dlopen what the policy accepts. `cuda`: CUDA major -> the library's
     path, as the build facts name them. `verify`: read each library about to load back
-    against the wheel's RECORD first (an installed package). The caller registers the
+    against the sha256 its build recorded (or, from an older build, the wheel's RECORD)
+    first (an installed package). The caller registers the
     Python kernels (wheelops.ops.register_python_kernels) once they load."""
     if _state.loaded is not None:
         raise RuntimeError(
@@ -192,12 +193,15 @@ def load_libraries(
         cuda_override=cuda_override(),
         changed_libraries={},
         installed_version=record.installed_version(PACKAGE_DIR),
+        installed_from=record.installed_from(PACKAGE_DIR),
     )
     report = _evaluate()
     if verify:  # a library that is not the wheel's may abort the process once mapped
         changed = {}
+        hashes = (build.library_sha256 if isinstance(build, BuildInfo) else None) or {}
         for candidate in report.to_load:
-            damage = record.library_damage(PACKAGE_DIR, Path(candidate.path))
+            path = Path(candidate.path)
+            damage = record.library_damage(PACKAGE_DIR, path, hashes.get(path.name))
             if damage is not None:
                 changed[candidate.role] = damage
         if changed:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
@@ -112,13 +113,20 @@ class Matrix:
             return command  # from PyPI
         return f"{command} --index-url {self.index_url}/{variant}"
 
-    def reinstall_command(self, installed_version: str | None, built_as: str | None) -> str:
+    def reinstall_command(
+        self, installed_version: str | None, built_as: str | None, installed_from: str | None = None
+    ) -> str:
         """The plain reinstall of the wheel that is installed: its variant is the local label
         of the version its METADATA names (PyPI's wheel has none); where METADATA cannot be
-        read, the build facts' variant; where neither can, PyPI's wheel, which serves all."""
+        read, the build facts' variant; where neither can, PyPI's wheel, which serves all. A
+        wheel built here (a label no index serves: +universal, +cu124) installed from a file
+        that is still there: that file."""
         label = (installed_version or "").partition("+")[2]
         if installed_version and not label:
             return self.install_command(self.pypi_variant)
+        indexed = label in self.names and self.variant(label).index
+        if installed_from and not indexed and Path(installed_from).is_file():
+            return f"pip install --force-reinstall --no-deps {shlex.quote(installed_from)}"
         for variant in (label, built_as):
             if variant in self.names:
                 return self.install_command(variant)

@@ -110,8 +110,14 @@ class Report:
 
     @property
     def fixes(self) -> list[str]:
-        """Every command, the fix of what stops wheelops first, each once."""
-        ranked = sorted(self.findings, key=lambda f: f.status, reverse=True)
+        """Every command, the fix of what stops wheelops first, each once; among findings
+        as bad, the damaged install's first: under a CPU torch a damaged CUDA library is
+        unused, and installing the CUDA torch first would make the working install load it."""
+        ranked = sorted(
+            self.findings,
+            key=lambda f: (f.status, f.check == "installed files"),
+            reverse=True,
+        )
         return list(dict.fromkeys(c for f in ranked if f.status is not Status.OK for c in f.fix))
 
     def finding(self, check: str) -> Finding | None:
@@ -140,6 +146,7 @@ class Inputs:
     cuda_override: str | None = None
     changed_libraries: Mapping[str, str] | None = None
     installed_version: str | None = None
+    installed_from: str | None = None
 
 
 def evaluate(
@@ -156,6 +163,7 @@ def evaluate(
     other_installs: Sequence[str] = (),
     changed_libraries: Mapping[str, str] | None = None,
     installed_version: str | None = None,
+    installed_from: str | None = None,
     import_failure: str | None = None,
     compilers: Sequence[CompilerProbe] | None = None,
 ) -> Report:
@@ -169,14 +177,17 @@ def evaluate(
     CUDA major whose library an expert wants loaded, whatever torch's CUDA.
     `damaged_files`: the installed files that differ from the wheel's RECORD (None: not
     checked; the doctor hashes every file). `changed_libraries`: role -> how a library
-    about to load differs from the wheel's RECORD (import hashes those it loads).
+    about to load differs from the sha256 its build recorded, or from the wheel's RECORD
+    (import hashes those it loads).
     `installed_version`: the version the install's METADATA names (its local label is the
-    wheel's variant: the reinstall of the same wheel). `other_installs`: the other
+    wheel's variant: the reinstall of the same wheel). `installed_from`: the local wheel
+    file the install came from (its direct_url.json), reinstalled by path where no index
+    serves its variant. `other_installs`: the other
     wheelops packages on sys.path. `import_failure`: the error `import wheelops` raised
     (the doctor runs past it). `compilers`: torch's run-time C++ compiler, then the ones
     that would serve instead (None: not probed; the doctor probes).
     """
-    rules = _Rules(matrix, runtime, cuda_override, installed_version)
+    rules = _Rules(matrix, runtime, cuda_override, installed_version, installed_from)
     about_install = []
     if import_failure is not None:
         about_install.append(rules.import_failure(build, import_failure))
@@ -190,9 +201,12 @@ def evaluate(
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
         return Report(build, runtime, candidates, (finding, *about_install))
-    before_load = [replace(f, skippable=True) for f in rules.before_load(build)]
+    # WHEELOPS_SKIP_GUARD=1 skips the checks an expert may know better than; not a Python
+    # below the floor (the package's code cannot run) or no torch at all (nothing loads).
+    binding = {"Python", *(["torch"] if runtime.torch_version is None else [])}
+    before_load = [replace(f, skippable=f.check not in binding) for f in rules.before_load(build)]
     if not guard:
-        before_load = [_not_enforced(f) for f in before_load]
+        before_load = [_not_enforced(f) if f.skippable else f for f in before_load]
     chosen = rules.chosen_cuda(build)
     wanted = {"cpu", *([cuda_role(chosen)] if chosen else [])}
     # A broken file is never handed to the loader, guard or not: a truncated one can
@@ -365,6 +379,7 @@ class _Rules:
     runtime: RuntimeFacts
     cuda_override: int | str | None = None
     installed_version: str | None = None
+    installed_from: str | None = None
 
     @property
     def override(self) -> int | None:
@@ -396,7 +411,7 @@ class _Rules:
     def reinstall(self, build: BuildInfo | UnreadableBuildInfo) -> str:
         """The plain reinstall of the wheel that is installed (a damaged install's fix)."""
         built_as = build.variant if isinstance(build, BuildInfo) else None
-        return self.matrix.reinstall_command(self.installed_version, built_as)
+        return self.matrix.reinstall_command(self.installed_version, built_as, self.installed_from)
 
     def not_chosen(self, build: BuildInfo) -> str:
         if self.runtime.torch_kind != "cuda":
@@ -552,12 +567,15 @@ class _Rules:
                     f"{self.override} library, and this build has CUDA {built} only",
                     ("unset WHEELOPS_CUDA_LIBRARY",),
                 )  # fmt: skip
+            needs = [f"libcudart.so.{library.major}"]
+            if library.cublaslt_version is not None:
+                needs.append(f"libcublasLt.so.{library.major}")
             return Finding(
                 "CUDA", Status.DEGRADED, f"CUDA {library.cuda_version} (override)", here,
                 f"WHEELOPS_CUDA_LIBRARY={self.override} chooses the CUDA {library.cuda_version} "
                 f"library under torch's CUDA {runtime.torch_cuda} runtime, as an expert "
-                f"asked; it loads only where its runtime (libcudart.so.{library.major}) is on "
-                "the loader's path",
+                f"asked; it loads only where its runtime and cuBLASLt ({', '.join(needs)}) "
+                "are on the loader's path",
                 ("unset WHEELOPS_CUDA_LIBRARY",),
             )  # fmt: skip
         if library is None:

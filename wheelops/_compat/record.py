@@ -1,4 +1,5 @@
-"""The installed files against the wheel's RECORD: which are missing, changed or unreadable.
+"""The installed files against the wheel's RECORD (and the native libraries against the
+hashes their build recorded): which are missing, changed or unreadable.
 
 pip and uv install a wheel without comparing its files with the hashes its RECORD lists,
 and nothing stops a file from being changed later; this reads them back. The doctor and
@@ -17,6 +18,7 @@ import hashlib
 import json
 import os
 import tempfile
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +62,20 @@ def installed_version(package_dir: Path) -> str | None:
     )  # fmt: skip
 
 
+def installed_from(package_dir: Path) -> str | None:
+    """The local wheel file the install came from, as its direct_url.json (PEP 610) names
+    it; None for an install from an index, a source tree, or no such record."""
+    record = record_of(package_dir)
+    try:
+        data = json.loads((record.parent / "direct_url.json").read_text()) if record else {}
+    except (OSError, ValueError):
+        return None
+    url = data.get("url") if isinstance(data, dict) else None
+    if not isinstance(url, str) or not url.startswith("file://") or not url.endswith(".whl"):
+        return None
+    return urllib.parse.unquote(urllib.parse.urlparse(url).path)
+
+
 def require_modules(package_dir: Path) -> None:
     """Raise FileNotFoundError for a Python module RECORD lists that is gone. The op and
     module registries find their modules by listing the folder, so a deleted one would
@@ -97,41 +113,57 @@ def damaged_files(package_dir: Path) -> list[FileDamage] | None:
     return damage
 
 
-def _state(path: Path, expected: str) -> str | None:
+def sha256_of(path: Path) -> hashlib._Hash:
+    """The file's sha256, read in blocks (raises OSError). The build records each native
+    library's with it (build facts' library_sha256, hex); RECORD lists urlsafe base64."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest
+
+
+def _state(path: Path, expected: str, listed_in: str = "the wheel's RECORD") -> str | None:
+    """None where the file's sha256 is `expected` (hex: 64 digits; else RECORD's base64)."""
     try:
-        digest = hashlib.sha256()
-        with path.open("rb") as file:
-            for block in iter(lambda: file.read(1 << 20), b""):
-                digest.update(block)
+        digest = sha256_of(path)
     except FileNotFoundError:
         return "missing"
     except OSError as err:
         return f"unreadable ({err.strerror or err})"
-    actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
-    return None if actual == expected else "changed (its sha256 differs from the wheel's RECORD)"
+    hexadecimal = len(expected) == 64
+    actual = (
+        digest.hexdigest() if hexadecimal
+        else base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    )  # fmt: skip
+    return None if actual == expected else f"changed (its sha256 differs from {listed_in})"
 
 
-def library_damage(package_dir: Path, library: Path) -> str | None:
-    """Why the library is not the file the wheel installed ("changed (...)", "missing from
-    RECORD"), or None: it matches, or there is no readable RECORD to tell (a source tree,
-    a dev build; the doctor reports a damaged RECORD). Hashes the file unless it was
-    verified, unchanged, before."""
-    record = record_of(package_dir)
-    try:
-        rows = list(csv.reader(record.read_text().splitlines())) if record else []
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return None
-    if not rows:
-        return None
-    relative = library.relative_to(package_dir.parent).as_posix()
-    expected = next((r[1] for r in rows if len(r) > 1 and r[0] == relative), None)
-    if expected is None or not expected.startswith("sha256="):
-        return "not listed in the wheel's RECORD (not a file this wheel installed)"
-    digest = expected.removeprefix("sha256=")
+def library_damage(package_dir: Path, library: Path, built_sha256: str | None) -> str | None:
+    """Why the library is not the file its build wrote ("changed (...)", "missing", "not
+    listed in the wheel's RECORD"), or None: it matches. `built_sha256`: the build facts'
+    hash of it, which needs no RECORD; without one (an older build), the wheel's RECORD
+    tells, and with no readable RECORD either (a source tree) nothing does. Hashes the
+    file unless it was verified, unchanged, before."""
+    if built_sha256 is not None:
+        digest, listed_in = built_sha256, "the sha256 its build recorded"
+    else:
+        record = record_of(package_dir)
+        try:
+            rows = list(csv.reader(record.read_text().splitlines())) if record else []
+        except (OSError, UnicodeDecodeError, csv.Error):
+            return None
+        if not rows:
+            return None
+        relative = library.relative_to(package_dir.parent).as_posix()
+        expected = next((r[1] for r in rows if len(r) > 1 and r[0] == relative), None)
+        if expected is None or not expected.startswith("sha256="):
+            return "not listed in the wheel's RECORD (not a file this wheel installed)"
+        digest, listed_in = expected.removeprefix("sha256="), "the wheel's RECORD"
     stamp = _stamp(library)
     if stamp is not None and _verified().get(str(library)) == [*stamp, digest]:
         return None
-    state = _state(library, digest)
+    state = _state(library, digest, listed_in)
     if state is None and stamp is not None:
         _remember(str(library), [*stamp, digest])
     return state
