@@ -13,6 +13,7 @@ from _native_fixtures import (
     DAMAGED_DEPENDENCY,
     MISSING_C10_SYMBOL,
     build_broken_libraries,
+    built_into,
     installed_copy,
     patched,
     read_facts,
@@ -80,7 +81,7 @@ def test_a_faithful_copy_imports_and_runs(package):
 
 
 def test_missing_mangled_c10_symbol_is_a_torch_abi_mismatch(package, broken):
-    (package / SLOT).write_bytes(broken["missing_c10_symbol"].read_bytes())
+    built_into(package, SLOT, broken["missing_c10_symbol"])
     result = run_python(package, "-c", "import wheelops")
     assert_refused(
         package,
@@ -98,7 +99,7 @@ def test_absent_needed_cuda_runtime_is_a_cuda_major_mismatch(package, broken):
         pytest.skip("this torch brings libcudart.so.12 itself: the CUDA 13 cells test this")
     if dlopen_error(broken["needs_cudart12"]) is None:
         pytest.skip("this machine has a libcudart.so.12 on the loader's path")
-    (package / SLOT).write_bytes(broken["needs_cudart12"].read_bytes())
+    built_into(package, SLOT, broken["needs_cudart12"])
     result = run_python(package, "-c", "import wheelops")
     torch_side = f"brings CUDA {torch.version.cuda}" if CUDA_TORCH else "has no CUDA runtime"
     assert_refused(
@@ -109,7 +110,7 @@ def test_absent_needed_cuda_runtime_is_a_cuda_major_mismatch(package, broken):
 def test_damaged_dependency_is_named_not_wheelops(package, broken):
     # Issue #15, bug 2: a damaged library on LD_LIBRARY_PATH (there: libcudart.so.13) was
     # reported as wheelops' own library being damaged, with reinstall commands as the fix.
-    (package / SLOT).write_bytes(broken["needs_dependency"].read_bytes())
+    built_into(package, SLOT, broken["needs_dependency"])
     env = {"LD_LIBRARY_PATH": str(broken["damaged_dependency_dir"])}
     result = run_python(package, "-c", "import wheelops", env=env)
     damaged = broken["damaged_dependency_dir"] / DAMAGED_DEPENDENCY
@@ -267,7 +268,7 @@ def test_doctor_on_a_working_install(package):
 
 
 def test_doctor_reports_a_refusal_with_exit_status_1(package, broken):
-    (package / SLOT).write_bytes(broken["missing_c10_symbol"].read_bytes())
+    built_into(package, SLOT, broken["missing_c10_symbol"])
     text = doctor(package)
     assert text.returncode == 1
     assert "CANNOT SERVE" in text.stdout and MISSING_C10_SYMBOL in text.stdout
