@@ -78,6 +78,29 @@ def gencode_flags(archs: ArchList) -> list[str]:
     return out
 
 
+# The driver a compressed fatbin needs (DESIGN.md 9, issue 36). `-compress-all` compresses
+# the SASS too (by default fatbinary compresses only PTX), with the LZ4 ("speed") scheme
+# every CUDA 12 driver reads (>= 525.60.13, the CUDA 12 floor the guard states; PyTorch's
+# CUDA 12 wheels ship it so). `--compress-mode=size` (nvcc >= 12.8) needs a driver of CUDA
+# 12.4 or newer (>= 550.54.14, NVIDIA's nvcc guide), which would raise the CUDA 12
+# library's floor, so CUDA 12 keeps LZ4; every CUDA 13 driver (>= 580) reads it, so CUDA 13
+# takes it, as PyTorch's CUDA 13 wheels do. Either way a library needs no newer driver
+# than its CUDA major already does.
+
+
+def fatbin_flags(toolkit: CudaToolkit) -> list[str]:
+    """How the device code of a library built with `toolkit` is packed (see above)."""
+    size_mode = int(toolkit.release.split(".")[0]) >= 13
+    return ["-Xfatbin=-compress-all", *(["--compress-mode=size"] if size_mode else [])]
+
+
+def device_code_flags(archs: ArchList, toolkit: CudaToolkit) -> list[str]:
+    """The device code of a CUDA library: which archs (gencode_flags) and how it is packed
+    (fatbin_flags). Every CUDA library build (setuptools', cuda_library's, dev mode's)
+    takes its device code flags from here."""
+    return [*gencode_flags(archs), *fatbin_flags(toolkit)]
+
+
 def use_toolkit(toolkit: CudaToolkit) -> None:
     """Make torch.utils.cpp_extension compile with exactly this toolkit. It settles its
     CUDA_HOME once, when first imported (from the environment, else PATH's nvcc), and
