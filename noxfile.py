@@ -52,6 +52,7 @@ def _import_build_tools() -> None:
 if "build_tools" not in sys.modules:
     _import_build_tools()
 from build_tools import matrix as build_matrix  # noqa: E402
+from build_tools import sbom, wheel_files  # noqa: E402
 from build_tools.build_facts import git_commit  # noqa: E402
 from build_tools.cuda_toolkit import CUOBJDUMP_REQUIREMENT  # noqa: E402
 
@@ -74,6 +75,7 @@ TEST_REQUIREMENTS = [
     "setuptools>=77",
     "cmake",  # test_cmake_config configures projects with find_package(wheelops)
     CUOBJDUMP_REQUIREMENT,  # test_build reads the SASS and PTX each CUDA library holds
+    sbom.VALIDATOR_REQUIREMENT,  # test_sbom checks the wheel's SBOM against CycloneDX 1.6
 ]
 # The deploy example: CMake and Ninja from PyPI; LibTorch is the installed torch's.
 DEPLOY_REQUIREMENTS = ["cmake", "ninja"]
@@ -193,6 +195,7 @@ def _build_wheel(session: nox.Session, variant_name: str, arch_list: str | None)
         f"CUDA {lib['cuda_version']} ({lib['arch_list']})" for lib in facts["cuda_libraries"]
     )
     session.log(f"built {wheel.name}: {libraries or 'CPU only'}")
+    session.log("\n" + wheel_files.size_table(wheel))
     return wheel
 
 

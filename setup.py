@@ -6,7 +6,7 @@ folder on sys.path, as `python setup.py` would: that is how build_tools imports.
 
 from setuptools import setup
 
-from build_tools.extensions import build_ext_command, extensions
+from build_tools.extensions import bdist_wheel_command, build_ext_command, extensions
 from build_tools.flags import PY_LIMITED_API
 from build_tools.plan import plan_build
 from build_tools.version import wheel_version
@@ -15,6 +15,6 @@ plan = plan_build()
 setup(
     version=wheel_version(),
     ext_modules=extensions(plan),
-    cmdclass={"build_ext": build_ext_command(plan)},
+    cmdclass={"build_ext": build_ext_command(plan), "bdist_wheel": bdist_wheel_command(plan)},
     options={"bdist_wheel": {"py_limited_api": PY_LIMITED_API}},
 )

@@ -60,7 +60,7 @@ def build(toolkit: CudaToolkit, archs: ArchList, output: Path, work: Path) -> Pa
         *[f"-I{p}" for p in [*includes, toolkit.include_dir, lt.include_dir]],
         *CPP_EXTENSION_NVCC_FLAGS,
         *flags.nvcc_flags(),
-        *flags.gencode_flags(archs),
+        *flags.device_code_flags(archs, toolkit),
     ]  # fmt: skip
     sources = native_sources.cuda_sources()
     objects = [work / f"{source.stem}.o" for source in sources]

@@ -80,7 +80,10 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: boo
         name="wheelops_ops_cuda",
         sources=[str(p) for p in native_sources.cuda_sources()],
         extra_cflags=flags.cxx_flags(),
-        extra_cuda_cflags=[*flags.nvcc_flags(), *flags.gencode_flags(archs)],
+        extra_cuda_cflags=[
+            *flags.nvcc_flags(line_info=True),
+            *flags.device_code_flags(archs, toolkit),
+        ],
         extra_include_paths=[
             str(native_sources.INCLUDE_DIR),
             str(toolkit.include_dir),

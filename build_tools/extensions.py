@@ -1,16 +1,27 @@
-"""setuptools Extensions for the native libraries, and the build_ext that also builds the
-CUDA libraries of other majors (universal) and writes the build facts. The plan's
+"""setuptools Extensions for the native libraries, the build_ext that also builds the
+CUDA libraries of other majors (universal) and writes the build facts, and the
+bdist_wheel that writes the SBOM from them into the .dist-info (PEP 770). The plan's
 toolkit and arch list reach torch.utils.cpp_extension as arguments (flags.use_toolkit,
-flags.gencode_flags), not through the environment."""
+flags.device_code_flags), not through the environment."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from setuptools import Extension
+from setuptools.command.bdist_wheel import bdist_wheel
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-from build_tools import build_facts, cublaslt, cuda_library, cxx_runtime, flags, native_sources
+from build_tools import (
+    build_facts,
+    cublaslt,
+    cuda_library,
+    cxx_runtime,
+    flags,
+    native_sources,
+    sbom,
+)
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.plan import BuildPlan
 
@@ -47,7 +58,7 @@ def extensions(plan: BuildPlan) -> list[Extension]:
         include_dirs=[*include, str(plan.toolkit.include_dir), str(lt.include_dir)],
         extra_compile_args={
             "cxx": flags.cxx_flags(),
-            "nvcc": [*flags.nvcc_flags(), *flags.gencode_flags(plan.archs)],
+            "nvcc": [*flags.nvcc_flags(), *flags.device_code_flags(plan.archs, plan.toolkit)],
         },
         extra_link_args=[
             *flags.link_flags(),
@@ -97,3 +108,19 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
                 build_facts.write(facts, target)
 
     return BuildWithFacts
+
+
+def bdist_wheel_command(plan: BuildPlan) -> type[bdist_wheel]:
+    toolkits = tuple(t for t in (plan.toolkit, *(t for t, _ in plan.other_cuda)) if t)
+
+    class WheelWithSbom(bdist_wheel):
+        """The wheel, its .dist-info holding sboms/wheelops.cdx.json (build_tools/sbom.py),
+        made from the build facts and the libraries as they go into the wheel."""
+
+        def write_wheelfile(self, wheelfile_base: str, *args: Any, **kwargs: Any) -> None:
+            super().write_wheelfile(wheelfile_base, *args, **kwargs)
+            package = Path(self.bdist_dir) / PACKAGE
+            version = self.distribution.get_version()
+            sbom.write(Path(wheelfile_base), package, version, toolkits)
+
+    return WheelWithSbom

@@ -22,7 +22,11 @@ def cxx_flags() -> list[str]:
     return [*_COMMON, *_GLIBC_COMPAT, "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wall"]
 
 
-def nvcc_flags() -> list[str]:
+def nvcc_flags(line_info: bool = False) -> list[str]:
+    """`line_info` (dev mode): source lines for compute-sanitizer and Nsight. Not in a
+    wheel: -lineinfo embeds each kernel's PTX text and line tables in every SASS image,
+    62% of an sm_90 image (issue 36: 9.8 of 15.6 MB); without it the tools still name the
+    kernel and its SASS offset."""
     # USE_CUDA exposes the CUDA part of torch's C shim (the current-stream call).
     return [
         *_COMMON,
@@ -30,7 +34,7 @@ def nvcc_flags() -> list[str]:
         "-DUSE_CUDA",
         "-Xcompiler",
         "-fvisibility=hidden",
-        "-lineinfo",
+        *(["-lineinfo"] if line_info else []),
     ]
 
 
@@ -48,8 +52,10 @@ def cxx_runtime_link_flags() -> list[str]:
 def link_flags() -> list[str]:
     # -z defs: every symbol must resolve at link time against torch's core
     # libraries and the CUDA runtime, so an accidental libtorch_cuda/c10_cuda
-    # dependency fails the build instead of a user's import.
-    return ["-Wl,-z,defs", *cxx_runtime_link_flags()]
+    # dependency fails the build instead of a user's import. --strip-debug: the -g of
+    # Python's own CFLAGS (setuptools compiles with them) left 8 of the CPU library's
+    # 8.9 MB as DWARF; the symbol table stays (backtraces name the functions).
+    return ["-Wl,-z,defs", "-Wl,--strip-debug", *cxx_runtime_link_flags()]
 
 
 def cublaslt_link_flags(lib_dir: str, soname: str) -> list[str]:
@@ -76,6 +82,29 @@ def gencode_flags(archs: ArchList) -> list[str]:
         number = arch.replace(".", "")
         out.append(f"-gencode=arch=compute_{number},code=compute_{number}")
     return out
+
+
+# The driver a compressed fatbin needs (DESIGN.md 9, issue 36). `-compress-all` compresses
+# the SASS too (by default fatbinary compresses only PTX), with the LZ4 ("speed") scheme
+# every CUDA 12 driver reads (>= 525.60.13, the CUDA 12 floor the guard states; PyTorch's
+# CUDA 12 wheels ship it so). `--compress-mode=size` (nvcc >= 12.8) needs a driver of CUDA
+# 12.4 or newer (>= 550.54.14, NVIDIA's nvcc guide), which would raise the CUDA 12
+# library's floor, so CUDA 12 keeps LZ4; every CUDA 13 driver (>= 580) reads it, so CUDA 13
+# takes it, as PyTorch's CUDA 13 wheels do. Either way a library needs no newer driver
+# than its CUDA major already does.
+
+
+def fatbin_flags(toolkit: CudaToolkit) -> list[str]:
+    """How the device code of a library built with `toolkit` is packed (see above)."""
+    size_mode = int(toolkit.release.split(".")[0]) >= 13
+    return ["-Xfatbin=-compress-all", *(["--compress-mode=size"] if size_mode else [])]
+
+
+def device_code_flags(archs: ArchList, toolkit: CudaToolkit) -> list[str]:
+    """The device code of a CUDA library: which archs (gencode_flags) and how it is packed
+    (fatbin_flags). Every CUDA library build (setuptools', cuda_library's, dev mode's)
+    takes its device code flags from here."""
+    return [*gencode_flags(archs), *fatbin_flags(toolkit)]
 
 
 def use_toolkit(toolkit: CudaToolkit) -> None:

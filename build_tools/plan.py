@@ -104,5 +104,5 @@ def prepare_cuda_build(
 ) -> tuple[CudaToolkit, ArchList]:
     """The matched toolkit and the arch list (TORCH_CUDA_ARCH_LIST, else the fallback,
     else the default). Nothing is exported: the builders hand both to
-    torch.utils.cpp_extension themselves (flags.use_toolkit, flags.gencode_flags)."""
+    torch.utils.cpp_extension themselves (flags.use_toolkit, flags.device_code_flags)."""
     return find_toolkit(torch_cuda), arch_list_for(torch_cuda, fallback_arch_list)

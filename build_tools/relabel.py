@@ -4,7 +4,8 @@ down from the universal wheel to one variant (slim).
     python -m build_tools.relabel dist/repaired/universal/wheelops-0.1.0+universal-*.whl dist/pypi
 
 PyPI refuses local labels, and PyPI's wheel should be the very binary the index serves:
-only the version in the file name, the .dist-info folder, METADATA and RECORD change.
+only the version in the file name, the .dist-info folder, METADATA, the SBOM and RECORD
+change.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from build_tools import sbom
 from build_tools.matrix import Variant
 from build_tools.wheel_files import parse
 
@@ -32,6 +34,10 @@ def strip_label(source: Path, dest_dir: Path) -> Path:
     if wheel.local_label is None:
         raise SystemExit(f"{source.name} has no local version label")
     return _rewrite(source, dest_dir, wheel.version.split("+", 1)[0], lambda name, data: data)
+
+
+def _is_sbom(name: str) -> bool:
+    return name.endswith(f".dist-info/sboms/{sbom.SBOM_FILE}")
 
 
 def slim(universal: Path, variant: Variant, dest_dir: Path) -> Path:
@@ -59,6 +65,9 @@ def slim(universal: Path, variant: Variant, dest_dir: Path) -> Path:
             return None
         if name == facts_name:
             return (json.dumps(facts, indent=2, sort_keys=True) + "\n").encode()
+        if _is_sbom(name):  # _rewrite relabels it; here its other libraries go
+            files = {name.removeprefix("wheelops/") for name in dropped}
+            return json.dumps(sbom.relabel(json.loads(data), version, files), indent=1).encode()
         return data
 
     version = parse(universal).version.split("+", 1)[0] + f"+{variant.name}"
@@ -85,6 +94,8 @@ def _rewrite(
             data = transform(name, src.read(info))
             if data is None:
                 continue
+            if _is_sbom(name):  # the same build under its new version
+                data = json.dumps(sbom.relabel(json.loads(data), version, set()), indent=1).encode()
             if name == f"{new_info}/METADATA":
                 data = data.replace(
                     f"\nVersion: {wheel.version}\n".encode(), f"\nVersion: {version}\n".encode()

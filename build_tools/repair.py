@@ -6,7 +6,8 @@ auditwheel retags the wheel for the matrix's manylinux policy without vendoring
 anything: torch's libraries and the CUDA runtime come from the user's torch, so
 bundling a second copy would load two of each. Then `auditwheel show` must
 confirm the tag, `abi3audit --strict` that the libraries keep to the stable
-Python ABI of cp310-abi3, and `check-wheel-contents` that the layout is sound.
+Python ABI of cp310-abi3, `check-wheel-contents` that the layout is sound, and the
+CycloneDX schema that the SBOM the build wrote is valid (build_tools/sbom.py).
 Needs build_tools/repair-requirements.txt installed.
 """
 
@@ -21,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from build_tools import matrix as build_matrix
+from build_tools import sbom
 
 # Provided at run time by torch (and the CUDA runtime it depends on): never vendored.
 EXCLUDED_LIBRARIES = (
@@ -71,7 +73,11 @@ def check(wheel: Path, plat: str) -> None:
     _check_library_hashes(wheel)
     _run(sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel))
     _run(sys.executable, "-m", "check_wheel_contents", str(wheel))
-    print(f"repaired and checked: {wheel}", flush=True)
+    try:
+        sbom.validate(sbom.read(wheel))
+    except sbom.SbomError as err:
+        raise SystemExit(f"{wheel.name}: {err}") from None
+    print(f"repaired and checked: {wheel} (its SBOM is valid CycloneDX {sbom.SPEC_VERSION})")
 
 
 def _check_library_hashes(wheel: Path) -> None:

@@ -24,8 +24,8 @@ CUDA13 = facts.CudaLibraryInfo(
     cuda_version="13.0",
     nvcc_version="13.0.88",
     toolkit_origin="PyPI",
-    arch_list="7.5;8.0;8.6;9.0;10.0;12.0+PTX",
-    sass_archs=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
+    arch_list="7.5;8.0;9.0;10.0;12.0+PTX",
+    sass_archs=("7.5", "8.0", "9.0", "10.0", "12.0"),
     ptx_archs=("12.0",),
     cublaslt_version="13.1.1",
 )
@@ -34,8 +34,8 @@ CUDA12 = facts.CudaLibraryInfo(
     cuda_version="12.4",
     nvcc_version="12.4.131",
     toolkit_origin="Debian trixie nvidia-cuda-toolkit 12.4.131~12.4.1-2",
-    arch_list="7.0;7.5;8.0;8.6;9.0+PTX",
-    sass_archs=("7.0", "7.5", "8.0", "8.6", "9.0"),
+    arch_list="7.0;8.0;9.0+PTX",
+    sass_archs=("7.0", "8.0", "9.0"),
     ptx_archs=("9.0",),
     cublaslt_version="12.4.5",
 )

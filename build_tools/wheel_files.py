@@ -1,8 +1,10 @@
-"""What a wheel file says about itself: name, version, local label, Requires-Python."""
+"""What a wheel file says about itself: name, version, local label, Requires-Python, and
+what its native libraries weigh (the build's size table)."""
 
 from __future__ import annotations
 
 import email.parser
+import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,3 +39,31 @@ def parse(path: Path) -> WheelFile:
     if not path.name.endswith(".whl") or len(parts) not in (5, 6):
         raise ValueError(f"{path.name} is not a wheel file name")
     return WheelFile(path, parts[0].lower().replace("_", "-"), parts[1], "-".join(parts[-3:]))
+
+
+BUILD_INFO = "wheelops/_build_info.json"
+
+
+def size_table(path: Path) -> str:
+    """Each native library of the wheel: what it holds, its size installed and in the wheel
+    (compressed), and the wheel's own size; MB = 10**6 bytes, as PyPI counts them."""
+    with zipfile.ZipFile(path) as archive:
+        facts = json.loads(archive.read(BUILD_INFO))
+        cuda = {f"wheelops/{lib['file']}": lib for lib in facts["cuda_libraries"]}
+        rows = ["| library | device code | size | in the wheel |", "|---|---|---|---|"]
+        for info in sorted(archive.infolist(), key=lambda i: i.filename):
+            if not info.filename.endswith(".so"):
+                continue
+            lib = cuda.get(info.filename)
+            code = (
+                f"CUDA {lib['cuda_version']}: SASS {', '.join(lib['sass_archs'])}; "
+                f"PTX {', '.join(lib['ptx_archs']) or 'none'}"
+                if lib
+                else "-"
+            )
+            rows.append(
+                f"| {info.filename} | {code} | {info.file_size / 1e6:.2f} MB "
+                f"| {info.compress_size / 1e6:.2f} MB |"
+            )
+    rows.append(f"| {path.name} (the wheel) | | | {path.stat().st_size / 1e6:.2f} MB |")
+    return "\n".join(rows)

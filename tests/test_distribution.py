@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import html.parser
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -24,7 +26,7 @@ import_build_tools()
 
 from build_tools import build_env, index, relabel, torch_install, version  # noqa: E402
 from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools.wheel_files import parse  # noqa: E402
+from build_tools.wheel_files import parse, size_table  # noqa: E402
 
 TAGS = "cp310-abi3-manylinux_2_28_x86_64"
 
@@ -211,6 +213,25 @@ def test_cuda_12_builds_are_refused_outside_their_image(monkeypatch):
         SystemExit, match="unknown variant 'cu999': the matrix has cpu, cu124, cu126"
     ):
         build_env.prepare("cu999")
+
+
+def test_size_table_lists_each_library(tmp_path):
+    """The build's size table: each library, its device code, its size on disk and in the
+    wheel (a compressible library shrinks there), and the wheel's size."""
+    lib = {"file": "_ops_cuda13.abi3.so", "cuda_version": "13.0", "sass_archs": ["8.0", "9.0"]}
+    facts = {"cpu_library": "_ops_cpu.abi3.so", "cuda_libraries": [{**lib, "ptx_archs": []}]}
+    wheel = tmp_path / f"wheelops-0.1.0-{TAGS}.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("wheelops/_build_info.json", json.dumps(facts))
+        archive.writestr("wheelops/_ops_cpu.abi3.so", bytes(3_000_000))
+        archive.writestr("wheelops/_ops_cuda13.abi3.so", os.urandom(2_000_000))
+    rows = size_table(wheel).splitlines()
+    assert rows[2] == "| wheelops/_ops_cpu.abi3.so | - | 3.00 MB | 0.00 MB |"
+    assert rows[3].startswith(
+        "| wheelops/_ops_cuda13.abi3.so | CUDA 13.0: SASS 8.0, 9.0; PTX none | 2.00 MB | 2.00 MB"
+    )
+    assert rows[4] == f"| {wheel.name} (the wheel) | | | {wheel.stat().st_size / 1e6:.2f} MB |"
+    assert len(rows) == 5
 
 
 def test_built_libraries_need_nothing_newer_than_glibc_2_28():

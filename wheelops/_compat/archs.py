@@ -70,6 +70,21 @@ def ptx_runs_on(arch: str, capability: tuple[int, int]) -> bool:
     return (major, minor) <= capability
 
 
+def served_by_older_sass(sass: tuple[str, ...]) -> dict[str, str]:
+    """Each SASS arch of `sass` that an older SASS of the same major in `sass` already
+    runs on every GPU of, mapped to that older arch: {"8.6": "8.0"}. Such an arch only
+    grows a library (8.6 GPUs run 8.0's SASS); an arch-specific "X.Ya" is never served
+    (nor serves): it has features the others lack."""
+    plain = [a for a in sass if not _split(a)[2]]
+    served = {}
+    for arch in plain:
+        major, minor, _ = _split(arch)
+        older = [a for a in plain if _split(a)[0] == major and _split(a)[1] < minor]
+        if older:
+            served[arch] = min(older, key=_split)
+    return served
+
+
 def kernel_for(
     sass: tuple[str, ...], ptx: tuple[str, ...], capability: tuple[int, int]
 ) -> str | None:

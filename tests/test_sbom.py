@@ -1,0 +1,141 @@
+"""The wheel's SBOM (PEP 770, build_tools/sbom.py): valid CycloneDX 1.6, and true to the
+build facts and to the files installed."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _checkout import REPO, import_build_tools
+
+import wheelops
+
+import_build_tools()
+
+from build_tools import matrix as build_matrix  # noqa: E402
+from build_tools import relabel, sbom  # noqa: E402
+
+PACKAGE = Path(wheelops.__file__).parent
+
+
+def _installed_sbom() -> dict[str, Any]:
+    try:
+        text = importlib.metadata.distribution("wheelops").read_text(f"sboms/{sbom.SBOM_FILE}")
+    except importlib.metadata.PackageNotFoundError:
+        text = None
+    if text is None or wheelops.build_info().dev_mode:
+        pytest.skip("wheelops is not installed from a wheel (dev mode or a checkout)")
+    return json.loads(text)
+
+
+def _by_ref(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["bom-ref"]: c for c in doc["components"]}
+
+
+def _props(component: dict[str, Any]) -> dict[str, str]:
+    return {p["name"]: p["value"] for p in component.get("properties", [])}
+
+
+def test_the_sbom_is_valid_cyclonedx():
+    sbom.validate(_installed_sbom())
+
+
+def test_the_sbom_says_what_the_build_facts_say():
+    doc, facts = _installed_sbom(), wheelops.build_info()
+    version = importlib.metadata.version("wheelops")
+    assert doc["metadata"]["component"]["version"] == version
+    assert doc["metadata"]["component"]["purl"] == f"pkg:pypi/wheelops@{version}".replace(
+        "+", "%2B"
+    )
+    components = _by_ref(doc)
+    (torch,) = [c for c in components.values() if c["name"] == "torch"]
+    assert torch["version"] == facts.torch_version
+    assert any(c.get("version") == facts.compiler.split(": ", 1)[-1] for c in doc["components"])
+    libraries = [facts.cpu_library, *(lib.file for lib in facts.cuda_libraries)]
+    for file in libraries:  # each library as installed, byte for byte
+        digest = hashlib.sha256((PACKAGE / file).read_bytes()).hexdigest()
+        assert components[f"wheelops/{file}"]["hashes"] == [{"alg": "SHA-256", "content": digest}]
+    for lib in facts.cuda_libraries:
+        owned = [c for c in doc["components"] if _props(c).get(sbom.LIBRARY) == lib.file]
+        props = _props(components[f"wheelops/{lib.file}"])
+        assert props["wheelops:sass"].split(",") == list(lib.sass_archs)
+        assert props["wheelops:ptx"].split(",") == list(lib.ptx_archs or ["none"])
+        names = {c["name"]: c.get("version") for c in owned}
+        assert names[f"libcudart.so.{lib.major}"] == lib.cuda_version
+        assert names[f"libcublasLt.so.{lib.major}"] == lib.cublaslt_version
+        # the toolkit: its nvcc's package at the nvcc version the facts record, hashed
+        nvcc = [c for c in owned if "nvcc" in c["name"] or c["name"] == "nvidia-cuda-toolkit"]
+        assert nvcc and all(c["hashes"][0]["alg"] == "SHA-256" for c in nvcc)
+        assert any(lib.nvcc_version in c["version"] for c in nvcc), (lib.nvcc_version, nvcc)
+    refs = set(components) | {doc["metadata"]["component"]["bom-ref"]}
+    for dependency in doc["dependencies"]:
+        assert dependency["ref"] in refs and set(dependency["dependsOn"]) <= refs
+
+
+def test_relabel_keeps_the_sbom_true():
+    """A slim wheel's SBOM (build_tools/relabel.py) names only its own libraries, under its
+    own version, and stays valid."""
+    doc, facts = _installed_sbom(), wheelops.build_info()
+    if not facts.cuda_libraries:
+        pytest.skip("a CPU wheel has no CUDA library to drop")
+    dropped = facts.cuda_libraries[0].file
+    slim = sbom.relabel(doc, "9.9.9+cu999", {dropped})
+    sbom.validate(slim)
+    assert slim["metadata"]["component"]["purl"] == "pkg:pypi/wheelops@9.9.9%2Bcu999"
+    assert f"wheelops/{dropped}" not in _by_ref(slim)
+    assert all(_props(c).get(sbom.LIBRARY) != dropped for c in slim["components"])
+    kept = [lib.file for lib in facts.cuda_libraries[1:]]
+    assert all(f"wheelops/{file}" in _by_ref(slim) for file in kept)
+
+
+@pytest.mark.parametrize(
+    ("damage", "complaint"),
+    [
+        (lambda d: d.update(specVersion=1.6), "specVersion"),  # a number, not a string
+        (lambda d: d["components"][0].update(type="binary"), "type"),  # no such type
+        (lambda d: d["components"][0].update(hashes=[{"alg": "SHA-256", "content": "x"}]), ""),
+    ],
+)
+def test_the_schema_check_rejects_a_broken_sbom(damage, complaint):
+    doc = _installed_sbom()
+    damage(doc)
+    with pytest.raises(sbom.SbomError, match=f"not valid CycloneDX 1.6:\n.*{complaint}"):
+        sbom.validate(doc)
+
+
+def test_repair_installs_the_same_schema_check():
+    lines = (REPO / "build_tools" / "repair-requirements.txt").read_text().splitlines()
+    assert sbom.VALIDATOR_REQUIREMENT in lines
+
+
+def test_relabeled_wheels_carry_their_own_sbom(tmp_path):
+    """build_tools/relabel.py on a wheel holding this install's facts and SBOM: the PyPI
+    copy's SBOM names the unlabelled version; a slim wheel's names its one CUDA library."""
+    doc, facts = _installed_sbom(), wheelops.build_info()
+    if len(facts.cuda_libraries) < 2:
+        pytest.skip("needs the universal wheel (a CUDA library per major)")
+    base = importlib.metadata.version("wheelops").split("+")[0]
+    info = f"wheelops-{base}+universal.dist-info"
+    tags = "cp310-abi3-manylinux_2_28_x86_64"
+    source = tmp_path / f"wheelops-{base}+universal-{tags}.whl"
+    with zipfile.ZipFile(source, "w") as archive:
+        archive.writestr("wheelops/_build_info.json", json.dumps(facts.to_dict()))
+        for lib in facts.cuda_libraries:
+            archive.writestr(f"wheelops/{lib.file}", b"")
+        archive.writestr(f"{info}/METADATA", f"Name: wheelops\nVersion: {base}+universal\n")
+        archive.writestr(f"{info}/sboms/{sbom.SBOM_FILE}", json.dumps(doc))
+        archive.writestr(f"{info}/RECORD", "")
+    pypi = sbom.read(relabel.strip_label(source, tmp_path / "pypi"))
+    assert pypi["metadata"]["component"]["version"] == base
+    assert {c["name"] for c in pypi["components"]} == {c["name"] for c in doc["components"]}
+    variant = build_matrix.load().variant("cu130")
+    slim = sbom.read(relabel.slim(source, variant, tmp_path / "slim"))
+    sbom.validate(slim)
+    assert slim["metadata"]["component"]["version"] == f"{base}+cu130"
+    owners = {_props(c).get(sbom.LIBRARY) for c in slim["components"]} - {None}
+    assert owners == {lib.file for lib in facts.cuda_libraries if lib.major == 13}
