@@ -102,6 +102,19 @@ def independent_sum(errors: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return torch.minimum(errors.sum(dim), LAMBDA * errors.square().sum(dim).sqrt())
 
 
+def summation_parts(
+    terms: torch.Tensor, unit: float, dim: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rounding of sum(terms, dim) added up in arithmetic of unit `unit`, as (worst,
+    proxy): its worst case, and the sum of its roundings' squared bounds (Hoeffding's
+    variance proxy); summation_rounding says which orders these cover."""
+    terms = terms.double()
+    n = terms.shape[dim]
+    worst = unit * n * terms.abs().sum(dim)
+    proxy = unit**2 * (terms.cumsum(dim).square() + terms.square()).sum(dim)
+    return worst, proxy
+
+
 def summation_rounding(terms: torch.Tensor, unit: float, dim: int = 0) -> torch.Tensor:
     """A bound on the rounding of sum(terms, dim) added up in arithmetic of unit `unit`.
 
@@ -112,23 +125,29 @@ def summation_rounding(terms: torch.Tensor, unit: float, dim: int = 0) -> torch.
     partial sums are sums of fewer terms (for terms of random sign, smaller ones in
     expectation). Whichever is smaller.
     """
-    terms = terms.double()
-    n = terms.shape[dim]
-    worst = n * terms.abs().sum(dim)
-    random = LAMBDA * (terms.cumsum(dim).square() + terms.square()).sum(dim).sqrt()
-    return unit * torch.minimum(worst, random)
+    worst, proxy = summation_parts(terms, unit, dim)
+    return torch.minimum(worst, LAMBDA * proxy.sqrt())
 
 
-def gemm_rounding(a: torch.Tensor, b: torch.Tensor, unit: float) -> torch.Tensor:
-    """summation_rounding of each element of a @ b.T ([M, K] x [N, K] -> [M, N]), in
+def gemm_parts(a: torch.Tensor, b: torch.Tensor, unit: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """summation_parts of each element of a @ b.T ([M, K] x [N, K] -> [M, N]), in
     chunks of rows of a so that the [rows, N, K] products stay within ~256 MiB."""
     a, b = a.double(), b.double()
     rows = max(1, 2**25 // max(1, b.shape[0] * b.shape[1]))
-    out = [
-        summation_rounding(a[i : i + rows, None, :] * b[None, :, :], unit, dim=-1)
+    parts = [
+        summation_parts(a[i : i + rows, None, :] * b[None, :, :], unit, dim=-1)
         for i in range(0, a.shape[0], rows)
     ]
-    return torch.cat(out) if out else a.new_zeros(0, b.shape[0])
+    if not parts:
+        empty = a.new_zeros(0, b.shape[0])
+        return empty, empty
+    return torch.cat([w for w, _ in parts]), torch.cat([v for _, v in parts])
+
+
+def gemm_rounding(a: torch.Tensor, b: torch.Tensor, unit: float) -> torch.Tensor:
+    """summation_rounding of each element of a @ b.T ([M, K] x [N, K] -> [M, N])."""
+    worst, proxy = gemm_parts(a, b, unit)
+    return torch.minimum(worst, LAMBDA * proxy.sqrt())
 
 
 def rounded_error(value: torch.Tensor, error: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
