@@ -233,7 +233,7 @@ def assert_rms_norm_grad_weight_close(actual, expected, x, grad, eps):
     assert_within(actual, expected, allowed, "grad_weight")
 
 
-def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps, scale: float = 1.0):
+def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps):
     """grad_x of layer_norm against its float64 reference, allowing the kernel's rounding.
 
     grad_x = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) is a difference of
@@ -247,37 +247,53 @@ def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps, scale
     part, 0.0224 at 0.0161 allowed on a 31-column float32 row around 0.5, was found
     by the GPU property tests; a float32 emulation of the kernel gives the same).
     Together: u * rstd * (|g*w| + |mean(g*w)| + |xhat| * |mean(g*w*xhat)| +
-    rstd * max|x| * (|mean(g*w*xhat)| + |xhat| * |mean(g*w)|)).
-    This is that bound, times 64 (a float32 emulation of the kernel reaches ~20
-    on 70001 x 3 randn rows), added to the usual tolerance. The row sums behind
-    mean and rstd round more the longer the row (~sqrt(cols) roundings of
-    max|x|), and in float64 the reference rounds as much as the kernel: past 64
-    columns the factor grows as 8 * sqrt(cols) (a float64 row of 4096 values
-    1e-3 apart around 100 reached 3.4 times the fixed 64).
+    rstd * max|x| * (|mean(g*w*xhat)| + |xhat| * |mean(g*w)|)), times the roundings
+    of _grad_x_roundings; then the result is rounded once to its dtype (allowance).
     """
+    terms = _grad_x_terms(x, weight, grad, eps, centered=True)
+    _assert_grad_x_close(actual, expected, x, terms, "grad_x")
+
+
+def assert_rms_norm_grad_x_close(actual, expected, x, weight, grad, eps):
+    """grad_x of rms_norm against its float64 reference: layer_norm's bound without the
+    mean, u * rstd * (|g*w| + |xhat| * |mean(g*w*xhat)|) times _grad_x_roundings (the
+    sum behind mean(g*w*xhat) and rstd's, over the row), then one rounding to the dtype."""
+    terms = _grad_x_terms(x, weight, grad, eps, centered=False)
+    _assert_grad_x_close(actual, expected, x, terms, "grad_x")
+
+
+def _grad_x_terms(x, weight, grad, eps, centered: bool) -> torch.Tensor:
+    """The magnitudes whose float32 roundings grad_x of a norm carries (see the asserts)."""
     x64 = x.double()
     g64 = grad.double()
-    mean = x64.mean(-1, keepdim=True)
+    mean = x64.mean(-1, keepdim=True) if centered else torch.zeros_like(x64[..., :1])
     rstd = 1.0 / torch.sqrt((x64 - mean).square().mean(-1, keepdim=True) + eps)
     xhat = (x64 - mean) * rstd
     gw = g64 * weight.double() if weight is not None else g64
-    mean_gw = gw.mean(-1, keepdim=True)
+    mean_gw = gw.mean(-1, keepdim=True) if centered else torch.zeros_like(mean)
     mean_dot = (gw * xhat).mean(-1, keepdim=True)
-    max_x = x64.abs().amax(-1, keepdim=True)
-    shifted_mean = rstd * max_x * (mean_dot.abs() + xhat.abs() * mean_gw.abs())
-    terms = rstd * (gw.abs() + mean_gw.abs() + xhat.abs() * mean_dot.abs() + shifted_mean)
-    unit = 2.0**-53 if x.dtype == torch.float64 else 2.0**-24
-    atol, rtol = TOLERANCE[actual.dtype]
-    if actual.dtype == torch.float32:
-        atol, rtol = 1e-5, 1e-5
-    diff = _difference(actual, expected)
-    roundings = max(64.0, 8.0 * math.sqrt(x.shape[-1]))
-    allowed = atol * scale + rtol * scale * expected.double().abs() + roundings * unit * terms
-    worst = (diff - allowed).argmax()
-    assert bool((diff <= allowed).all()), (
-        f"grad_x off by {diff.flatten()[worst].item():.3g} at flat index {worst.item()} "
-        f"(allowed {allowed.flatten()[worst].item():.3g})"
-    )
+    terms = rstd * (gw.abs() + mean_gw.abs() + xhat.abs() * mean_dot.abs())
+    if centered:
+        max_x = x64.abs().amax(-1, keepdim=True)
+        terms = terms + rstd * rstd * max_x * (mean_dot.abs() + xhat.abs() * mean_gw.abs())
+    return terms
+
+
+def _grad_x_roundings(x: torch.Tensor) -> float:
+    """Roundings of the terms a norm's grad_x carries: 64 (a float32 emulation of the
+    kernel reaches ~20 on 70001 x 3 randn rows); past 64 columns the row sums behind the
+    means and rstd round ~sqrt(cols) times (in float64 the reference as much as the
+    kernel): 8 * sqrt(cols) (a float64 row of 4096 values 1e-3 apart around 100 reached
+    3.4 times the fixed 64)."""
+    return max(64.0, 8.0 * math.sqrt(x.shape[-1]))
+
+
+def _assert_grad_x_close(actual, expected, x, terms, what: str) -> None:
+    """|actual - expected| within one rounding to the dtype of a float32 (float64) value
+    off by _grad_x_roundings * unit * terms."""
+    error = _grad_x_roundings(x) * compute_unit(x.dtype) * terms
+    expected = expected.double()
+    assert_within(actual, expected, allowance(expected, error, actual.dtype), what)
 
 
 def _difference(actual, expected):

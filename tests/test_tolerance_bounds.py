@@ -31,6 +31,7 @@ from _norm_helpers import (
     assert_layer_norm_grad_x_close,
     assert_norm_bias_grad_close,
     assert_rms_norm_grad_weight_close,
+    assert_rms_norm_grad_x_close,
     assert_within,
     float64_grads,
 )
@@ -260,9 +261,9 @@ def test_layer_norm_grad_x_bound_covers_the_rounded_mean():
     expected = float64_grads(lambda a: F.layer_norm(a, (31,), None, None, 1e-12), grad, x)[0]
     kernel = _layer_norm_grad_x_float32(x, grad, 1e-12)
     assert (kernel.double() - expected).abs().max() > 0.02  # the case is what it was
-    assert_layer_norm_grad_x_close(kernel, expected, x, None, grad, 1e-12, 4.0)
+    assert_layer_norm_grad_x_close(kernel, expected, x, None, grad, 1e-12)
     assert_rejects_systematic_errors(
-        lambda a, e: assert_layer_norm_grad_x_close(a, e, x, None, grad, 1e-12, 4.0),
+        lambda a, e: assert_layer_norm_grad_x_close(a, e, x, None, grad, 1e-12),
         expected,
         torch.float32,
     )
@@ -302,3 +303,41 @@ def test_fused_linear_gelu_checks_fail_a_wrong_result(
             dtype,
             rows if name in ("grad_weight", "grad_bias") else in_features,
         )
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize(
+    ("rows", "cols", "dtype", "scale"),
+    [
+        # test_layer_norm/test_rms_norm's LENGTHS, the property tests' scale-30 inputs and
+        # the GPU tests' benchmark shape.
+        pytest.param(6, 1031, torch.bfloat16, 2.0, id="6x1031-bf16"),
+        pytest.param(6, 127, torch.float16, 2.0, id="6x127-fp16"),
+        pytest.param(6, 1031, torch.float32, 2.0, id="6x1031-fp32"),
+        pytest.param(64, 7, torch.bfloat16, 30.0, id="64x7-bf16-scale30-properties"),
+        pytest.param(4096, 1024, torch.bfloat16, 1.0, id="4096x1024-bf16-benchmark_shapes"),
+    ],
+)
+def test_norm_grad_x_checks_fail_a_wrong_gradient(op, rows, cols, dtype, scale):
+    x, weight, bias, grad = _norm_inputs(rows, cols, dtype, 1)
+    x = (x.double() * scale + 0.5).to(dtype)
+    eps = 1e-5
+    if op == "layer_norm":
+        expected = float64_grads(
+            lambda a, w, b: F.layer_norm(a, (cols,), w, b, eps), grad, x, weight, bias
+        )[0]
+        leaf = x.detach().requires_grad_()
+        (kernel,) = torch.autograd.grad(wheelops.layer_norm(leaf, weight, bias, eps), leaf, grad)
+
+        def check(a: torch.Tensor, e: torch.Tensor) -> None:
+            assert_layer_norm_grad_x_close(a, e, x, weight, grad, eps)
+    else:
+        expected = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, eps), grad, x, weight)[0]
+        leaf = x.detach().requires_grad_()
+        (kernel,) = torch.autograd.grad(wheelops.rms_norm(leaf, weight, eps), leaf, grad)
+
+        def check(a: torch.Tensor, e: torch.Tensor) -> None:
+            assert_rms_norm_grad_x_close(a, e, x, weight, grad, eps)
+
+    check(kernel, expected)
+    assert_rejects_systematic_errors(check, expected, dtype, cols)
