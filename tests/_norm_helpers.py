@@ -239,61 +239,58 @@ def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps):
     grad_x = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) is a difference of
     terms that can cancel almost completely, and xhat = (x - mean) * rstd itself
     cancels when a row's values are close together (short rows: with 3 columns
-    rstd reaches ~1e3 for randn input). A kernel accumulating in float32 then
-    has an absolute error of a few float32 roundings of the *terms*, not of the
-    result. The mean's own rounding (u * max|x|) moves every xhat of the row by
-    delta = u * max|x| * rstd, which enters both xhat and mean(g*w*xhat): the
-    product moves by delta * (|mean(g*w*xhat)| + |xhat| * |mean(g*w)|) (the second
-    part, 0.0224 at 0.0161 allowed on a 31-column float32 row around 0.5, was found
-    by the GPU property tests; a float32 emulation of the kernel gives the same).
-    Together: u * rstd * (|g*w| + |mean(g*w)| + |xhat| * |mean(g*w*xhat)| +
-    rstd * max|x| * (|mean(g*w*xhat)| + |xhat| * |mean(g*w)|)), times the roundings
-    of _grad_x_roundings; then the result is rounded once to its dtype (allowance).
+    rstd reaches ~1e3 for randn input). A kernel computing in float32 (float64) then
+    has an absolute error of roundings of the *terms*, not of the result
+    (_grad_x_error). The mean's own rounding moves every xhat of the row by
+    delta = _centering_error * max|x| * rstd, which enters both xhat and
+    mean(g*w*xhat): the product moves by delta * (|mean(g*w*xhat)| + |xhat| *
+    |mean(g*w)|) (the second part, 0.0224 at 0.0161 allowed on a 31-column float32 row
+    around 0.5, was found by the GPU property tests; a float32 emulation of the kernel
+    gives the same). Then the result is rounded once to its dtype (allowance).
     """
-    terms = _grad_x_terms(x, weight, grad, eps, centered=True)
-    _assert_grad_x_close(actual, expected, x, terms, "grad_x")
+    _assert_grad_x_close(actual, expected, _grad_x_error(x, weight, grad, eps, True))
 
 
 def assert_rms_norm_grad_x_close(actual, expected, x, weight, grad, eps):
     """grad_x of rms_norm against its float64 reference: layer_norm's bound without the
-    mean, u * rstd * (|g*w| + |xhat| * |mean(g*w*xhat)|) times _grad_x_roundings (the
-    sum behind mean(g*w*xhat) and rstd's, over the row), then one rounding to the dtype."""
-    terms = _grad_x_terms(x, weight, grad, eps, centered=False)
-    _assert_grad_x_close(actual, expected, x, terms, "grad_x")
+    mean (rstd * (g*w - xhat * mean(g*w*xhat))), then one rounding to the dtype."""
+    _assert_grad_x_close(actual, expected, _grad_x_error(x, weight, grad, eps, False))
 
 
-def _grad_x_terms(x, weight, grad, eps, centered: bool) -> torch.Tensor:
-    """The magnitudes whose float32 roundings grad_x of a norm carries (see the asserts)."""
+def _grad_x_error(x, weight, grad, eps, centered: bool) -> torch.Tensor:
+    """grad_x's error before its rounding to the dtype, in arithmetic of unit u (float32,
+    float64 for float64): 10 roundings of the direct terms rstd * (|g*w| + |mean(g*w)| +
+    |xhat| |mean(g*w*xhat)|) (products, differences, the means' divisions), rstd's relative
+    error three times (in rstd, xhat and mean(g*w*xhat)), the row sums behind the means
+    (min(cols, LAMBDA sqrt(cols)) roundings of the sums of |terms|) and, centred, the
+    saved mean's error (_centering_error of max|x|) moving xhat."""
     x64 = x.double()
     g64 = grad.double()
+    cols = x.shape[-1]
     mean = x64.mean(-1, keepdim=True) if centered else torch.zeros_like(x64[..., :1])
     rstd = 1.0 / torch.sqrt((x64 - mean).square().mean(-1, keepdim=True) + eps)
     xhat = (x64 - mean) * rstd
     gw = g64 * weight.double() if weight is not None else g64
     mean_gw = gw.mean(-1, keepdim=True) if centered else torch.zeros_like(mean)
     mean_dot = (gw * xhat).mean(-1, keepdim=True)
-    terms = rstd * (gw.abs() + mean_gw.abs() + xhat.abs() * mean_dot.abs())
+    direct = rstd * (gw.abs() + mean_gw.abs() + xhat.abs() * mean_dot.abs())
+    summed = rstd * xhat.abs() * (gw * xhat).abs().mean(-1, keepdim=True)
+    if centered:
+        summed = summed + rstd * gw.abs().mean(-1, keepdim=True)
+    unit = compute_unit(x.dtype)
+    sums = min(float(cols), LAMBDA * math.sqrt(cols)) if cols else 0.0
+    error = (10 * unit + 3 * _rstd_error(x)) * direct + sums * unit * summed
     if centered:
         max_x = x64.abs().amax(-1, keepdim=True)
-        terms = terms + rstd * rstd * max_x * (mean_dot.abs() + xhat.abs() * mean_gw.abs())
-    return terms
+        moved = rstd * rstd * max_x * (mean_dot.abs() + xhat.abs() * mean_gw.abs())
+        error = error + _centering_error(x) * moved
+    return error
 
 
-def _grad_x_roundings(x: torch.Tensor) -> float:
-    """Roundings of the terms a norm's grad_x carries: 64 (a float32 emulation of the
-    kernel reaches ~20 on 70001 x 3 randn rows); past 64 columns the row sums behind the
-    means and rstd round ~sqrt(cols) times (in float64 the reference as much as the
-    kernel): 8 * sqrt(cols) (a float64 row of 4096 values 1e-3 apart around 100 reached
-    3.4 times the fixed 64)."""
-    return max(64.0, 8.0 * math.sqrt(x.shape[-1]))
-
-
-def _assert_grad_x_close(actual, expected, x, terms, what: str) -> None:
-    """|actual - expected| within one rounding to the dtype of a float32 (float64) value
-    off by _grad_x_roundings * unit * terms."""
-    error = _grad_x_roundings(x) * compute_unit(x.dtype) * terms
+def _assert_grad_x_close(actual, expected, error) -> None:
+    """|actual - expected| within one rounding to the dtype of a value off by error."""
     expected = expected.double()
-    assert_within(actual, expected, allowance(expected, error, actual.dtype), what)
+    assert_within(actual, expected, allowance(expected, error, actual.dtype), "grad_x")
 
 
 def _difference(actual, expected):

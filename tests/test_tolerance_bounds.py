@@ -35,6 +35,11 @@ from _norm_helpers import (
     assert_within,
     float64_grads,
 )
+from _softmax_bounds import (
+    assert_softmax_backward_close,
+    assert_softmax_close,
+    assert_softmax_grad_close,
+)
 from opspecs.bias_gelu import reference_grads as bias_gelu_reference_grads
 from opspecs.lltm import float64_results, make_inputs
 
@@ -341,3 +346,41 @@ def test_norm_grad_x_checks_fail_a_wrong_gradient(op, rows, cols, dtype, scale):
 
     check(kernel, expected)
     assert_rejects_systematic_errors(check, expected, dtype, cols)
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "dtype"),
+    [
+        # The widths where the absolute tolerances let an all-zero answer pass (issue 35):
+        # 250+ columns (the gradient, bf16), 70,000 (the forward, bf16 and fp16).
+        pytest.param(4, 300, torch.bfloat16, id="4x300-bf16"),
+        pytest.param(4, 70000, torch.bfloat16, id="4x70000-bf16"),
+        pytest.param(4, 70000, torch.float16, id="4x70000-fp16"),
+        pytest.param(4, 1031, torch.float32, id="4x1031-fp32"),
+        pytest.param(4, 65536, torch.float32, id="4x65536-fp32"),
+    ],
+)
+def test_softmax_checks_fail_a_wrong_result(rows, cols, dtype):
+    x = randn((rows, cols), dtype, "cpu", 1, scale=4.0).requires_grad_()
+    grad = randn((rows, cols), dtype, "cpu", 2)
+    out = wheelops.softmax(x)
+    (grad_x,) = torch.autograd.grad(out, x, grad)
+    x, out = x.detach(), out.detach()
+    backward = torch.ops.wheelops.softmax_backward.default(grad, out, -1)
+    y64, g64 = out.double(), grad.double()
+    checks = {
+        "softmax": (out, torch.softmax(x.double(), -1), lambda a, e: assert_softmax_close(a, x)),
+        "autograd": (
+            grad_x,
+            float64_grads(lambda a: torch.softmax(a, -1), grad, x)[0],
+            lambda a, e: assert_softmax_grad_close(a, x, grad),
+        ),
+        "backward": (
+            backward,
+            y64 * (g64 - (g64 * y64).sum(-1, keepdim=True)),
+            lambda a, e: assert_softmax_backward_close(a, grad, out),
+        ),
+    }
+    for kernel, expected, check in checks.values():
+        check(kernel, expected)
+        assert_rejects_systematic_errors(check, expected, dtype, cols)
