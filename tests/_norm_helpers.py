@@ -126,6 +126,27 @@ def independent_sum(errors: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return torch.minimum(errors.sum(dim), LAMBDA * root_sum_square(errors, dim))
 
 
+def summation_parts(
+    terms: torch.Tensor, unit: float, dim: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rounding of sum(terms, dim) added up in arithmetic of unit `unit`, as (worst,
+    proxy): its worst case, and the sum of its roundings' squared bounds (Hoeffding's
+    variance proxy); summation_rounding says which orders these cover."""
+    terms = terms.double()
+    n = terms.shape[dim]
+    worst = unit * n * terms.abs().sum(dim)
+    proxy = unit**2 * (terms.cumsum(dim).square() + terms.square()).sum(dim)
+    return worst, proxy
+
+
+def hoeffding(worst: torch.Tensor, proxy: torch.Tensor) -> torch.Tensor:
+    """A sum of roundings bounded by `worst`, or LAMBDA * sqrt(its variance proxy), whichever
+    is smaller. A proxy below float64's normal range has lost its digits (roundings of
+    1e-160 and less square to subnormals or 0): there only the worst case is sure."""
+    sure = proxy >= torch.finfo(torch.float64).tiny
+    return torch.minimum(worst, torch.where(sure, LAMBDA * proxy.sqrt(), worst))
+
+
 def summation_rounding(terms: torch.Tensor, unit: float, dim: int = 0) -> torch.Tensor:
     """A bound on the rounding of sum(terms, dim) added up in arithmetic of unit `unit`.
 
@@ -136,23 +157,27 @@ def summation_rounding(terms: torch.Tensor, unit: float, dim: int = 0) -> torch.
     partial sums are sums of fewer terms (for terms of random sign, smaller ones in
     expectation). Whichever is smaller.
     """
-    terms = terms.double()
-    n = terms.shape[dim]
-    worst = n * terms.abs().sum(dim)
-    random = LAMBDA * root_sum_square(torch.cat([terms.cumsum(dim), terms], dim), dim)
-    return unit * torch.minimum(worst, random)
+    return hoeffding(*summation_parts(terms, unit, dim))
 
 
-def gemm_rounding(a: torch.Tensor, b: torch.Tensor, unit: float) -> torch.Tensor:
-    """summation_rounding of each element of a @ b.T ([M, K] x [N, K] -> [M, N]), in
+def gemm_parts(a: torch.Tensor, b: torch.Tensor, unit: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """summation_parts of each element of a @ b.T ([M, K] x [N, K] -> [M, N]), in
     chunks of rows of a so that the [rows, N, K] products stay within ~256 MiB."""
     a, b = a.double(), b.double()
     rows = max(1, 2**25 // max(1, b.shape[0] * b.shape[1]))
-    out = [
-        summation_rounding(a[i : i + rows, None, :] * b[None, :, :], unit, dim=-1)
+    parts = [
+        summation_parts(a[i : i + rows, None, :] * b[None, :, :], unit, dim=-1)
         for i in range(0, a.shape[0], rows)
     ]
-    return torch.cat(out) if out else a.new_zeros(0, b.shape[0])
+    if not parts:
+        empty = a.new_zeros(0, b.shape[0])
+        return empty, empty
+    return torch.cat([w for w, _ in parts]), torch.cat([v for _, v in parts])
+
+
+def gemm_rounding(a: torch.Tensor, b: torch.Tensor, unit: float) -> torch.Tensor:
+    """summation_rounding of each element of a @ b.T ([M, K] x [N, K] -> [M, N])."""
+    return hoeffding(*gemm_parts(a, b, unit))
 
 
 def rounded_error(value: torch.Tensor, error: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -238,51 +263,64 @@ def assert_rms_norm_grad_weight_close(actual, expected, x, grad, eps):
     assert_within(actual, expected, allowed, "grad_weight")
 
 
-def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps, scale: float = 1.0):
+def assert_layer_norm_grad_x_close(actual, expected, x, weight, grad, eps):
     """grad_x of layer_norm against its float64 reference, allowing the kernel's rounding.
 
     grad_x = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) is a difference of
     terms that can cancel almost completely, and xhat = (x - mean) * rstd itself
     cancels when a row's values are close together (short rows: with 3 columns
-    rstd reaches ~1e3 for randn input). A kernel accumulating in float32 then
-    has an absolute error of a few float32 roundings of the *terms*, not of the
-    result. The mean's own rounding (u * max|x|) moves every xhat of the row by
-    delta = u * max|x| * rstd, which enters both xhat and mean(g*w*xhat): the
-    product moves by delta * (|mean(g*w*xhat)| + |xhat| * |mean(g*w)|) (the second
-    part, 0.0224 at 0.0161 allowed on a 31-column float32 row around 0.5, was found
-    by the GPU property tests; a float32 emulation of the kernel gives the same).
-    Together: u * rstd * (|g*w| + |mean(g*w)| + |xhat| * |mean(g*w*xhat)| +
-    rstd * max|x| * (|mean(g*w*xhat)| + |xhat| * |mean(g*w)|)).
-    This is that bound, times 64 (a float32 emulation of the kernel reaches ~20
-    on 70001 x 3 randn rows), added to the usual tolerance. The row sums behind
-    mean and rstd round more the longer the row (~sqrt(cols) roundings of
-    max|x|), and in float64 the reference rounds as much as the kernel: past 64
-    columns the factor grows as 8 * sqrt(cols) (a float64 row of 4096 values
-    1e-3 apart around 100 reached 3.4 times the fixed 64).
+    rstd reaches ~1e3 for randn input). A kernel computing in float32 (float64) then
+    has an absolute error of roundings of the *terms*, not of the result
+    (_grad_x_error). The mean's own rounding moves every xhat of the row by
+    delta = _centering_error * max|x| * rstd, which enters both xhat and
+    mean(g*w*xhat): the product moves by delta * (|mean(g*w*xhat)| + |xhat| *
+    |mean(g*w)|) (the second part, 0.0224 at 0.0161 allowed on a 31-column float32 row
+    around 0.5, was found by the GPU property tests; a float32 emulation of the kernel
+    gives the same). Then the result is rounded once to its dtype (allowance).
     """
+    _assert_grad_x_close(actual, expected, _grad_x_error(x, weight, grad, eps, True))
+
+
+def assert_rms_norm_grad_x_close(actual, expected, x, weight, grad, eps):
+    """grad_x of rms_norm against its float64 reference: layer_norm's bound without the
+    mean (rstd * (g*w - xhat * mean(g*w*xhat))), then one rounding to the dtype."""
+    _assert_grad_x_close(actual, expected, _grad_x_error(x, weight, grad, eps, False))
+
+
+def _grad_x_error(x, weight, grad, eps, centered: bool) -> torch.Tensor:
+    """grad_x's error before its rounding to the dtype, in arithmetic of unit u (float32,
+    float64 for float64): 10 roundings of the direct terms rstd * (|g*w| + |mean(g*w)| +
+    |xhat| |mean(g*w*xhat)|) (products, differences, the means' divisions), rstd's relative
+    error three times (in rstd, xhat and mean(g*w*xhat)), the row sums behind the means
+    (min(cols, LAMBDA sqrt(cols)) roundings of the sums of |terms|) and, centred, the
+    saved mean's error (_centering_error of max|x|) moving xhat."""
     x64 = x.double()
     g64 = grad.double()
-    mean = x64.mean(-1, keepdim=True)
+    cols = x.shape[-1]
+    mean = x64.mean(-1, keepdim=True) if centered else torch.zeros_like(x64[..., :1])
     rstd = 1.0 / torch.sqrt((x64 - mean).square().mean(-1, keepdim=True) + eps)
     xhat = (x64 - mean) * rstd
     gw = g64 * weight.double() if weight is not None else g64
-    mean_gw = gw.mean(-1, keepdim=True)
+    mean_gw = gw.mean(-1, keepdim=True) if centered else torch.zeros_like(mean)
     mean_dot = (gw * xhat).mean(-1, keepdim=True)
-    max_x = x64.abs().amax(-1, keepdim=True)
-    shifted_mean = rstd * max_x * (mean_dot.abs() + xhat.abs() * mean_gw.abs())
-    terms = rstd * (gw.abs() + mean_gw.abs() + xhat.abs() * mean_dot.abs() + shifted_mean)
-    unit = 2.0**-53 if x.dtype == torch.float64 else 2.0**-24
-    atol, rtol = TOLERANCE[actual.dtype]
-    if actual.dtype == torch.float32:
-        atol, rtol = 1e-5, 1e-5
-    diff = _difference(actual, expected)
-    roundings = max(64.0, 8.0 * math.sqrt(x.shape[-1]))
-    allowed = atol * scale + rtol * scale * expected.double().abs() + roundings * unit * terms
-    worst = (diff - allowed).argmax()
-    assert bool((diff <= allowed).all()), (
-        f"grad_x off by {diff.flatten()[worst].item():.3g} at flat index {worst.item()} "
-        f"(allowed {allowed.flatten()[worst].item():.3g})"
-    )
+    direct = rstd * (gw.abs() + mean_gw.abs() + xhat.abs() * mean_dot.abs())
+    summed = rstd * xhat.abs() * (gw * xhat).abs().mean(-1, keepdim=True)
+    if centered:
+        summed = summed + rstd * gw.abs().mean(-1, keepdim=True)
+    unit = compute_unit(x.dtype)
+    sums = min(float(cols), LAMBDA * math.sqrt(cols)) if cols else 0.0
+    error = (10 * unit + 3 * _rstd_error(x)) * direct + sums * unit * summed
+    if centered:
+        max_x = x64.abs().amax(-1, keepdim=True)
+        moved = rstd * rstd * max_x * (mean_dot.abs() + xhat.abs() * mean_gw.abs())
+        error = error + _centering_error(x) * moved
+    return error
+
+
+def _assert_grad_x_close(actual, expected, error) -> None:
+    """|actual - expected| within one rounding to the dtype of a value off by error."""
+    expected = expected.double()
+    assert_within(actual, expected, allowance(expected, error, actual.dtype), "grad_x")
 
 
 def _difference(actual, expected):

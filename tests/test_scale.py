@@ -61,11 +61,13 @@ from _norm_helpers import (
     assert_close_tol,
     assert_column_sum,
     assert_layer_norm_grad_x_close,
+    assert_rms_norm_grad_x_close,
     float64_grads,
     layer_norm_reference,
     rms_norm_reference,
 )
 from _op_catalog import BY_NAME, forward_backward
+from _softmax_bounds import assert_softmax_backward_close, assert_softmax_close
 from opspecs.rms_norm import EPS as RMS_NORM_EPS
 
 import wheelops
@@ -413,25 +415,6 @@ def test_norm_over_2_pow_31(op: str, dtype: torch.dtype) -> None:
 # ------------------------------------------------------------------ softmax
 
 
-def _assert_softmax_grad_close(
-    grad_x: torch.Tensor, y: torch.Tensor, grad: torch.Tensor, rtol: float, where: str
-) -> None:
-    """grad_x against y * (g - sum(g * y)) from the saved (rounded) output y, as
-    the backward computes it. Its terms cancel, so beyond the relative error
-    of the result allow float32-sized rounding of the terms (1e-4 of them: a
-    value read from the wrong place is off by about y itself)."""
-    y, g = y.double(), grad.double()
-    dot = (g * y).sum(-1, keepdim=True)
-    expected = y * (g - dot)
-    allowed = rtol * expected.abs() + 1e-4 * y * (1 + g.abs() + dot.abs())
-    diff = (grad_x.double() - expected).abs()
-    worst = int((diff - allowed).argmax())
-    assert bool((diff <= allowed).all()), (
-        f"softmax grad_x {where}: off by {diff.view(-1)[worst].item():.3g} at flat offset "
-        f"{worst} (allowed {allowed.view(-1)[worst].item():.3g})"
-    )
-
-
 def _check_softmax(rows: int, cols: int, dtype: torch.dtype, device: str, chunk: int) -> None:
     x = _filled(
         (rows, cols), dtype, device, chunk, lambda lo, hi: _pattern(lo, hi, 127, 1 / 16, device)
@@ -442,27 +425,16 @@ def _check_softmax(rows: int, cols: int, dtype: torch.dtype, device: str, chunk:
     x.requires_grad_()
     out = wheelops.softmax(x)
     (grad_x,) = torch.autograd.grad(out, (x,), grad)
-    rtol = 2 * TOLERANCE[dtype][1]
     for lo, hi in _row_spans(rows, cols, chunk):
-        # Probabilities are ~1/cols: relative error only (an absolute
-        # tolerance would hide them). A value read from the wrong place
-        # changes a probability by up to e**8.
-        y = out.detach()[lo:hi].float()
-        torch.testing.assert_close(
-            y, torch.softmax(x.detach()[lo:hi].float(), -1), atol=1e-30, rtol=rtol,
-            msg=lambda m, lo=lo: f"softmax rows from {lo}: {m}",
-        )  # fmt: skip
-        # The backward uses the saved (rounded) output, as the reference does
-        # here: y * (g - sum(g * y)). Its terms cancel, so beyond the relative
-        # error of the result allow float32 rounding of the terms.
-        _assert_softmax_grad_close(grad_x[lo:hi], y, grad[lo:hi], rtol, f"rows from {lo}")
+        # Probabilities are ~1/cols: bounds relative to each output (_softmax_bounds). A
+        # value read from the wrong place changes a probability by up to e**8. The
+        # backward uses the saved (rounded) output, as the reference does here.
+        y = out.detach()[lo:hi]
+        assert_softmax_close(y, x.detach()[lo:hi])
+        assert_softmax_backward_close(grad_x[lo:hi], grad[lo:hi], y)
     # The last rows and those around element 2**31 against float64 on the CPU.
     edge = _edge_rows(rows, cols, min(BOUNDARY, rows * cols // 2))
-    xe = x.detach()[edge].cpu().double()
-    atol, rtol = TOLERANCE[dtype]
-    torch.testing.assert_close(
-        out.detach()[edge].cpu().double(), torch.softmax(xe, -1), atol=atol / cols, rtol=rtol
-    )
+    assert_softmax_close(out.detach()[edge].cpu(), x.detach()[edge].cpu())
 
 
 def test_softmax_design_on_cpu() -> None:
@@ -597,12 +569,8 @@ def test_long_rows_near_2_pow_18(op: str, cols: int, dtype: torch.dtype) -> None
     (out,), grads = forward_backward(case, args, [grad])
     leaves = [a.detach() for a in args]
     if op == "softmax":
-        x = leaves[0]
-        torch.testing.assert_close(
-            out.double(), torch.softmax(x.double(), -1), atol=TOLERANCE[dtype][0] / cols,
-            rtol=TOLERANCE[dtype][1],
-        )  # fmt: skip
-        _assert_softmax_grad_close(grads[0], out.detach(), grad, 2 * TOLERANCE[dtype][1], "")
+        assert_softmax_close(out, leaves[0])
+        assert_softmax_backward_close(grads[0], grad, out.detach())
         return
     x, weight = leaves[0], leaves[1]
     if op == "layer_norm":
@@ -611,13 +579,13 @@ def test_long_rows_near_2_pow_18(op: str, cols: int, dtype: torch.dtype) -> None
         ref = float64_grads(
             lambda a, w, b: F.layer_norm(a, (cols,), w, b, 1e-5), grad, x, weight, bias
         )
-        assert_layer_norm_grad_x_close(grads[0], ref[0], x, weight, grad, 1e-5, scale=4.0)
+        assert_layer_norm_grad_x_close(grads[0], ref[0], x, weight, grad, 1e-5)
         assert_column_sum(grads[2], ref[2], 3)
     else:
         eps = RMS_NORM_EPS  # the description's call, case.run, passes it
         assert_close_tol(out, rms_norm_reference(x, weight, eps))
         ref = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, eps), grad, x, weight)
-        assert_close_tol(grads[0], ref[0], scale=4.0)
+        assert_rms_norm_grad_x_close(grads[0], ref[0], x, weight, grad, eps)
     assert_column_sum(grads[1], ref[1], 3)
 
 

@@ -1,0 +1,135 @@
+"""softmax's derived error bounds, relative to each output (outputs are ~1/cols: an
+absolute tolerance lets a wrong wide row pass). Shared by tests/test_softmax.py,
+tests/test_scale.py and the bounds' own tightness tests (tests/test_tolerance_bounds.py).
+
+The op as written (softmax.cpp, softmax.cu), in float32 (float64 for float64): the row's
+max m, each exp(x - m) (16-bit CUDA: exp2 of fma(x, log2(e), -m * log2(e))), their sum,
+a reciprocal and one product per output, rounded once to the dtype. The backward from
+the saved output y: dot = sum of g * y, then y * (g - dot), rounded once.
+"""
+
+from __future__ import annotations
+
+import torch
+from _norm_helpers import (
+    LAMBDA,
+    UNIT,
+    allowance,
+    assert_within,
+    compute_unit,
+    subnormal_floor,
+    summation_rounding,
+)
+
+EXP_ULPS = 4  # expf/exp2f within 2 ulps (CUDA, glibc): 4 roundings
+# CUDA may flush float32 subnormal intermediates (exp2f's result, products) to zero.
+FLUSH = torch.finfo(torch.float32).tiny
+
+
+def _moved(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return x.double().movedim(dim, -1)
+
+
+def _with_zeros(values: torch.Tensor, where_zero: torch.Tensor) -> torch.Tensor:
+    """values, 0 where where_zero (an exp that underflowed carries no error forward)."""
+    return torch.where(where_zero, torch.zeros_like(values), values)
+
+
+def forward_error(
+    x: torch.Tensor, dim: int = -1
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(float64 softmax, the relative error of each output before its rounding to the
+    dtype, the part of it common to the row) in x's layout."""
+    if x.dim() == 0:  # a 0-dim x: softmax over its one element
+        return tuple(t.reshape(()) for t in forward_error(x.reshape(1)))
+    u = compute_unit(x.dtype)
+    x64 = _moved(x, dim)
+    y = torch.softmax(x64, -1)
+    if y.numel() == 0:
+        return y.movedim(-1, dim), y.movedim(-1, dim), y.movedim(-1, dim)
+    m = x64.amax(-1, keepdim=True)
+    cols = x64.shape[-1]
+    # exp's argument: fl(m * log2 e) and the fma round |m| and |x - m| once each, log2(e)'s
+    # own rounding |x| (in natural units, log2(e) * ln 2 = 1); then exp's own ulps.
+    own = u * (x64.abs() + 2 * m.abs() + (x64 - m).abs()) + EXP_ULPS * u
+    own = _with_zeros(own, y == 0)
+    # The row's sum: its terms' errors weighted by y, its float32 accumulation (positive
+    # terms: n or LAMBDA sqrt(n) roundings of the sum), the reciprocal and the product.
+    sum_rounding = u * min(float(cols), LAMBDA * cols**0.5)
+    common = (y * own).nansum(-1, keepdim=True) + sum_rounding + 2 * u
+    error = own + common
+    return (y.movedim(-1, dim), error.movedim(-1, dim), common.expand_as(y).movedim(-1, dim))
+
+
+def _assert_within_nan(actual, expected, allowed, what: str) -> None:
+    """NaN exactly where expected is NaN; elsewhere assert_within."""
+    actual = actual.double().cpu()
+    expected, allowed = expected.cpu(), allowed.cpu()
+    nan = expected.isnan()
+    assert torch.equal(actual.isnan(), nan), f"{what}: NaN where the reference has none"
+    assert_within(actual[~nan], expected[~nan], allowed[~nan], what)
+
+
+def assert_softmax_close(out: torch.Tensor, x: torch.Tensor, dim: int = -1) -> None:
+    """softmax(x) within one rounding to the dtype of its float32 value's error
+    (forward_error, relative), and the flush of float32 subnormals."""
+    expected, relative, _ = forward_error(x, dim)
+    error = torch.nan_to_num(relative * expected, nan=0.0) + _flush(x.dtype)
+    _assert_within_nan(out, expected, allowance(expected, error, out.dtype), "softmax")
+
+
+def _flush(dtype: torch.dtype) -> float:
+    return 0.0 if dtype == torch.float64 else FLUSH
+
+
+def backward_error(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The backward's own error on exact g and y (before the result's rounding): the
+    float32 sum dot = sum g*y, then g - dot and its product with y rounded once each."""
+    if grad.dim() == 0 or grad.numel() == 0:
+        return torch.zeros(grad.shape, dtype=torch.float64)
+    u = compute_unit(grad.dtype)
+    g64, y64 = _moved(grad, dim), _moved(y, dim)
+    terms = g64 * y64
+    dot = terms.sum(-1, keepdim=True)
+    dot_error = summation_rounding(terms, u, dim=-1)[..., None]
+    error = y64.abs() * (dot_error + u * (g64 - dot).abs()) + u * (y64 * (g64 - dot)).abs()
+    return error.movedim(-1, dim)
+
+
+def assert_softmax_backward_close(grad_x, grad, y, dim: int = -1) -> None:
+    """softmax_backward(grad, y) against y * (g - sum(g * y)) from the same (rounded) y."""
+    g64, y64 = _moved(grad, dim), _moved(y, dim)
+    expected = (y64 * (g64 - (g64 * y64).sum(-1, keepdim=True))).movedim(-1, dim)
+    error = backward_error(grad, y, dim) + _flush(grad.dtype)
+    allowed = allowance(expected, error, grad_x.dtype)
+    _assert_within_nan(grad_x, expected, allowed, "softmax grad_x")
+
+
+def assert_softmax_grad_close(grad_x, x, grad, dim: int = -1) -> None:
+    """grad_x of softmax (autograd, from x) against the float64 gradient at x: the saved
+    y carries the forward's error (forward_error) and its rounding to the dtype; y's error
+    e_j moves grad_x_i by e_i |g_i - dot| + y_i |sum_j e_j g_j| (the roundings of y
+    independent: Hoeffding, the row's common relative error c: c |dot|), then the
+    backward's own error and one rounding."""
+    if x.dim() == 0:  # a 0-dim x: softmax over its one element
+        return assert_softmax_grad_close(grad_x.reshape(1), x.reshape(1), grad.reshape(1))
+    u_y = UNIT[x.dtype]
+    y, relative, common = forward_error(x, dim)
+    y64, g64 = y.movedim(dim, -1), _moved(grad, dim)
+    relative, common = relative.movedim(dim, -1), common.movedim(dim, -1)
+    dot = (g64 * y64).sum(-1, keepdim=True)
+    expected = y64 * (g64 - dot)
+    # y's own error: its exp's, its rounding to the dtype (subnormals: absolute) and flushes.
+    floor = subnormal_floor(x.dtype) + _flush(x.dtype)
+    own = (relative - common + u_y * (1 + relative)) * y64.abs() + floor
+    own_sum = torch.minimum(
+        (own * g64.abs()).sum(-1, keepdim=True),
+        LAMBDA * (own * g64).square().sum(-1, keepdim=True).sqrt(),
+    )
+    y_error = (own + common * y64.abs()) * (g64 - dot).abs()
+    y_error = y_error + y64.abs() * (own_sum + common * dot.abs())
+    y_used = y64 * (1 + relative.clamp_max(1.0))  # within the error of the saved y
+    error = y_error + backward_error(grad, y_used.movedim(-1, dim), dim).movedim(dim, -1)
+    error = torch.nan_to_num(error, nan=0.0) + _flush(x.dtype)
+    allowed = allowance(expected, error, grad_x.dtype).movedim(-1, dim)
+    _assert_within_nan(grad_x, expected.movedim(-1, dim), allowed, "softmax grad_x")
