@@ -55,6 +55,7 @@ from build_tools import matrix as build_matrix  # noqa: E402
 from build_tools import sbom, wheel_files  # noqa: E402
 from build_tools.build_facts import git_commit  # noqa: E402
 from build_tools.cuda_toolkit import CUOBJDUMP_REQUIREMENT  # noqa: E402
+from build_tools.torch_install import NEWEST, resolve  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
@@ -385,6 +386,10 @@ def _run_row(
 ) -> None:
     spec = MATRIX.variant(variant)
     torches = [*spec.quick_torch, spec.smoke_torch] if args.quick else list(spec.torch)
+    # "newest" (PyPI's newest torch) is tested unless the row tests that release already.
+    if NEWEST in torches and resolve(NEWEST) in torches:
+        session.log(f"[{variant}] the newest torch on PyPI, {resolve(NEWEST)}, is in the row")
+        torches.remove(NEWEST)
     if spec.cuda or spec.parts:
         torches.append(f"{MATRIX.variant('cpu').smoke_torch}+cpu")
     arch = args.arch_list or spec.arch_list
@@ -407,7 +412,8 @@ def _run_row(
     # takes 5-7 GB, and a row holds up to four.
     for number, torch in enumerate(torches, start=3):
         step(number, f"test_wheel: the suite under torch {torch} in a fresh venv")
-        row = RowResult(f"{variant} test torch {torch}", repaired.name, build_row.size_mb)
+        label = f"{resolve(torch)} (newest on PyPI)" if torch == NEWEST else torch
+        row = RowResult(f"{variant} test torch {label}", repaired.name, build_row.size_mb)
         rows.append(row)
         with tempfile.TemporaryDirectory() as scratch:
             _test_wheel(session, variant, torch, _new_venv(session, Path(scratch) / "venv"))

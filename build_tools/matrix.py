@@ -37,7 +37,9 @@ class Variant(_model.Variant):
     torch: tuple[str, ...]  # torch releases the wheel is tested against
     smoke_torch: str | None  # the one torch a quick run tests against
     platforms: tuple[str, ...]
-    quick_torch: tuple[str, ...] = ()  # torch releases a quick run tests besides smoke_torch
+    # torch releases a quick run tests besides smoke_torch; "newest": PyPI's newest, resolved
+    # when the run starts (build_tools/torch_install.py)
+    quick_torch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

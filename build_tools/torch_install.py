@@ -7,18 +7,28 @@ Where PyTorch's index cannot be reached (as on a machine that sees only PyPI),
 the default registry's build is taken, and `verify` decides whether it serves
 the cell: the PyPI torch is a CUDA build (13.0 for torch 2.11 to 2.14), so a
 cu130 cell can run there while a cu126 cell cannot.
+
+torch "newest" (matrix.json's quick_torch of the universal row) is the newest torch
+release on PyPI when the run starts (PyPI's JSON API), so CI meets each new torch the
+day it comes out. It is installed from PyPI with pip's configuration files left unread
+(PIP_CONFIG_FILE=os.devnull, for that one command): a machine's constraint file capping
+torch at the releases it keeps on disk would otherwise install an older one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import urllib.request
 from dataclasses import dataclass
 from functools import cache
 from urllib.parse import urlparse
 
 INDEX_OVERRIDE = "WHEELOPS_TORCH_INDEX_URL"
 ANY_CUDA = "any CUDA"
+NEWEST = "newest"  # the newest torch release on PyPI, resolved when the run starts
+PYPI_TORCH_JSON = "https://pypi.org/pypi/torch/json"
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,26 @@ def reachable(url: str, timeout: float = 3.0) -> bool:
             return True
     except OSError:
         return False
+
+
+@cache
+def newest_release(url: str = PYPI_TORCH_JSON) -> str:
+    """The newest torch release on PyPI (its JSON API's latest version: no pre-release)."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            version = json.load(response)["info"]["version"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(
+            f"the newest torch release: cannot read {url} ({type(err).__name__}: {err})"
+        ) from err
+    if not isinstance(version, str) or not version[:1].isdigit():
+        raise SystemExit(f"the newest torch release: {url} names no version ({version!r})")
+    return version
+
+
+def resolve(torch: str) -> str:
+    """A cell's torch as pip installs it: "newest" becomes PyPI's newest release."""
+    return newest_release() if torch == NEWEST else torch
 
 
 def plan(variant: str, torch: str, torch_index_url: str, any_cuda: bool = False) -> TorchInstall:
@@ -92,7 +122,6 @@ def install(variant: str, torch: str, default_registry: bool = False) -> tuple[s
     version, or exits saying why the torch that came is not the one the cell needs.
     default_registry: take it from pip's own registry even where PyTorch's index is
     reachable (the CUDA 13 build torch is PyPI's default build)."""
-    import json
     import subprocess
     import sys
 
@@ -102,12 +131,19 @@ def install(variant: str, torch: str, default_registry: bool = False) -> tuple[s
     spec = matrix.variant(variant)
     if torch == "smoke":
         torch = spec.smoke_torch or ""
+    newest = torch == NEWEST
+    torch = resolve(torch)
     chosen = plan(variant, torch, matrix.torch_index_url, any_cuda=bool(spec.parts))
     if default_registry:
         chosen = TorchInstall(f"torch=={torch}", None, variant)
     where = chosen.index_url or "the default registry (PyTorch's index is not reachable)"
+    env = None
+    if newest:
+        where += ", the newest torch on PyPI, pip's configuration files not read"
+        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
     print(f"torch for {variant}/{torch}: {chosen.requirement} from {where}", flush=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", *chosen.pip_args()], check=True)
+    pip = [sys.executable, "-m", "pip", "install", *chosen.pip_args()]
+    subprocess.run(pip, check=True, env=env)
     code = "import json, torch; print(json.dumps([torch.__version__, torch.version.cuda]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     version, cuda = json.loads(out.stdout.strip().splitlines()[-1])
@@ -125,6 +161,9 @@ if __name__ == "__main__":
         prog="python -m build_tools.torch_install", description=__doc__
     )
     parser.add_argument("variant")
-    parser.add_argument("torch", help='a version, "X.Y.Z+cpu" for the CPU-only build, or "smoke"')
+    parser.add_argument(
+        "torch",
+        help='a version, "X.Y.Z+cpu" for the CPU-only build, "smoke", or "newest" (PyPI\'s)',
+    )
     arguments = parser.parse_args()
     install(arguments.variant, arguments.torch)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from build_tools import matrix
-from build_tools.compat import dlerror, facts, policy, record
+from build_tools.compat import dlerror, facts, policy, record, torch_internals
 
 SITE = "/venv/lib/python3.12/site-packages/wheelops"
 CPU_FILE = f"{SITE}/_ops_cpu.abi3.so"
@@ -99,6 +99,7 @@ class Situation:
     changed_libraries: dict[str, str] = field(default_factory=dict)
     installed_version: str | None = "0.1.0+cu130"  # METADATA's: the recorded cu130 wheel
     compilers: tuple[Any, ...] | None = None
+    autograd: Any = None  # torch_internals.AutogradFacts: the probe of the autograd layer
 
 
 AT_IMPORT = [
@@ -279,6 +280,21 @@ IN_THE_REPORT += [
         check="other wheelops",
     ),
 ]
+IN_THE_REPORT += [
+    Situation(
+        "a torch that renamed an internal the fast autograd layer uses: the ops' derivatives "
+        "run on public APIs (README: Derivatives)",
+        autograd=torch_internals.AutogradFacts(
+            "2.16.0", ("torch.autograd.function._SingleLevelFunction",), None
+        ),
+        check="autograd",
+    ),
+    Situation(
+        "the public-API autograd layer, asked for (to test it, or to rule the fast one out)",
+        autograd=torch_internals.AutogradFacts("2.14.1+cu130", (), torch_internals.PUBLIC),
+        check="autograd",
+    ),
+]
 UNIVERSAL_FILES = (_file("cpu"), _file("cuda12"), _file("cuda13"))
 IN_THE_REPORT.append(
     Situation(
@@ -315,6 +331,7 @@ def finding(situation: Situation) -> Any:
         changed_libraries=situation.changed_libraries,
         installed_version=situation.installed_version,
         compilers=situation.compilers,
+        autograd=situation.autograd,
     )
     if situation.check:
         return report.finding(situation.check)

@@ -25,6 +25,9 @@ settings.register_profile("gpu", max_examples=250, **_COMMON)
 # Under compute-sanitizer every kernel runs many times slower: the kernels' paths,
 # not the count of draws, are what it needs.
 settings.register_profile("sanitizer", max_examples=25, derandomize=True, **_COMMON)
+# The derivative suite again on the public-API autograd layer (test_autograd_layers.py):
+# the formulas are the fast layer's, drawn in full there; this run tests the layer.
+settings.register_profile("public-layer", max_examples=25, derandomize=True, **_COMMON)
 settings.load_profile(os.environ.get("WHEELOPS_HYPOTHESIS_PROFILE", "ci"))
 
 

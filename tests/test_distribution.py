@@ -189,6 +189,19 @@ def test_torch_install_verify(build, requirement, found, problem):
         assert re.search(problem, result or "")
 
 
+def test_newest_torch_is_pypis_latest_release(tmp_path, monkeypatch):
+    # matrix.json's "newest": PyPI's JSON API names its latest release (no pre-release).
+    page = tmp_path / "torch.json"
+    page.write_text(json.dumps({"info": {"version": "2.15.0"}, "releases": {"2.16.0rc1": []}}))
+    assert torch_install.newest_release.__wrapped__(page.as_uri()) == "2.15.0"
+    page.write_text(json.dumps({"info": {}}))
+    with pytest.raises(SystemExit, match=r"cannot read .*torch\.json"):
+        torch_install.newest_release.__wrapped__(page.as_uri())
+    monkeypatch.setattr(torch_install, "newest_release", lambda: "2.15.0")
+    assert torch_install.resolve(torch_install.NEWEST) == "2.15.0"
+    assert torch_install.resolve("2.13.0+cpu") == "2.13.0+cpu"
+
+
 def test_version_label_is_the_variant(monkeypatch):
     monkeypatch.delenv("WHEELOPS_VARIANT", raising=False)
     base = version.base_version()

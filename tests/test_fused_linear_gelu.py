@@ -21,6 +21,7 @@ from _helpers import DEVICES, DTYPES, randn
 from _linear_gelu_bounds import assert_bound, backward_bounds, forward_bound
 
 import wheelops
+from wheelops.ops import _autograd
 
 # The module (wheelops.ops.fused_linear_gelu is the function of the same name).
 flg_module = importlib.import_module("wheelops.ops.fused_linear_gelu")
@@ -153,9 +154,12 @@ def test_pre_activation_kept_only_when_a_gradient_may_be_asked(device):
     out_kept, pre_kept = OP(x, w, b, "none", False, True)
     torch.testing.assert_close(out_kept, out, atol=0, rtol=0)
     torch.testing.assert_close(pre_kept, F.linear(x, w, b), atol=1e-5, rtol=1e-5)
-    assert not flg_module.keeps_pre_activation(x, w, b)
+    # The public autograd layer cannot tell that no tangent comes but in inference mode.
+    assert flg_module.keeps_pre_activation(x, w, b) is _autograd.PUBLIC
     assert flg_module.keeps_pre_activation(x, w.requires_grad_(), b)
     with torch.no_grad():
+        assert flg_module.keeps_pre_activation(x, w, b) is _autograd.PUBLIC
+    with torch.inference_mode():
         assert not flg_module.keeps_pre_activation(x, w, b)
     # The raw op called without the pre-activation under autograd recomputes it.
     w.requires_grad_()

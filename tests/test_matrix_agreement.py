@@ -12,7 +12,7 @@ from _checkout import REPO, import_build_tools
 
 import_build_tools()
 from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools import readme  # noqa: E402
+from build_tools import readme, torch_install  # noqa: E402
 from build_tools.arch_list import parse_arch_list  # noqa: E402
 
 MATRIX = build_matrix.load()
@@ -31,6 +31,8 @@ def test_variants_are_consistent():
         assert _release(v.build_torch) >= (2, 10)
         if v in wheels:
             assert v.smoke_torch in v.torch and v.torch == tuple(sorted(v.torch, key=_release))
+            # A quick run's torches: releases of the row, or PyPI's newest (torch_install.py).
+            assert set(v.quick_torch) <= {*v.torch, torch_install.NEWEST}
         else:  # a part of the universal wheel only
             assert not v.index and not v.torch and v.smoke_torch is None
         if v.parts:

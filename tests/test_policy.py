@@ -514,6 +514,7 @@ def test_every_loader_failure_cause_has_one_remedy():
         assert remedy.advice.format(missing="libx.so", built="13.0.1", major=13) is not None, cause
 
 
+<<<<<<< HEAD
 def test_a_damaged_unused_cuda_library_is_reinstalled_before_torch_changes():
     """#35: under a CPU torch a damaged _ops_cuda13 is not loaded and wheelops works; the
     doctor's first fix was the CUDA 13 torch, which would then load the damaged library."""
@@ -547,3 +548,28 @@ def test_a_wheel_built_here_is_reinstalled_from_its_file(tmp_path):
         "--index-url https://wheelops.github.io/wheelops/whl/cu130"
     )
     assert fix("0.1.0", str(wheel)) == PYPI_REINSTALL
+=======
+@pytest.mark.parametrize(
+    ("missing", "requested", "public", "status", "words", "fix"),
+    [
+        ((), None, False, Status.OK, "the fast layer serves", ()),
+        ((), "public", True, Status.DEGRADED, "WHEELOPS_AUTOGRAD=public asks", "unset"),
+        (("torch._C._x",), None, True, Status.DEGRADED, "torch 2.16.0 lacks torch._C._x", ()),
+        (("torch._C._x",), "public", True, Status.DEGRADED, "lacks torch._C._x", ()),
+        ((), "fast", False, Status.DEGRADED, "'fast' is not 'public': ignored", "unset"),
+    ],
+)
+def test_autograd_row(missing, requested, public, status, words, fix):
+    # Issue #35: the public-API autograd layer serves where this torch lacks an internal
+    # of the fast one, or where WHEELOPS_AUTOGRAD=public asks; the doctor names which.
+    from wheelops._compat.policy import public_autograd
+    from wheelops._compat.torch_internals import AutogradFacts
+
+    facts = AutogradFacts("2.16.0", missing, requested)
+    assert public_autograd(facts) is public
+    finding = report_of(CU130_BUILD, CUDA_TORCH, autograd=facts).finding("autograd")
+    assert finding.status is status and words in finding.message, finding.message
+    assert finding.runtime.startswith("public APIs" if public else "fast layer")
+    assert finding.fix == (("unset WHEELOPS_AUTOGRAD",) if fix else ())
+    assert report_of(CU130_BUILD, CUDA_TORCH).finding("autograd") is None  # import's: none
+>>>>>>> fallback

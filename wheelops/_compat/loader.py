@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import elf, record
+from . import elf, record, torch_internals
 from .early import CompatibilityError, UnsupportedGPUError
 from .early import finding_lines as _finding_lines
 from .facts import (
@@ -239,15 +239,17 @@ def report_with_devices(
     compilers: list[Any] | None = None,
 ) -> Report:
     """The doctor's report: what import decided, plus the driver, every GPU, the installed
-    files against the wheel's RECORD and the other wheelops on sys.path (none of which
-    import pays for)."""
+    files against the wheel's RECORD, the other wheelops on sys.path (none of which
+    import pays for) and the autograd layer that serves the ops."""
     try:
         damaged: list[Any] | None = record.damaged_files(PACKAGE_DIR)
     except Exception as err:  # the reader itself is damaged (import does not call it)
         damaged = [f"{record.__file__} is damaged ({type(err).__name__}: {err})"]
+    torch_here = this_process().torch_kind != "missing"
     return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged,
                      other_installs=other_installs(PACKAGE_DIR),
-                     import_failure=import_failure, compilers=compilers)  # fmt: skip
+                     import_failure=import_failure, compilers=compilers,
+                     autograd=torch_internals.facts() if torch_here else None)  # fmt: skip
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:

@@ -22,6 +22,7 @@ from .archs import describe, kernel_for
 from .early import python_rule
 from .facts import BuildInfo, CudaLibraryInfo, RuntimeFacts, UnreadableBuildInfo
 from .matrix import Matrix, variant_name, version_tuple
+from .torch_internals import AUTOGRAD_ENV, INTERNALS, PUBLIC, AutogradFacts
 
 if TYPE_CHECKING:  # only a failed load or the doctor needs them: import never loads them
     from .dlerror import Cause, LoadFailure
@@ -166,6 +167,7 @@ def evaluate(
     installed_from: str | None = None,
     import_failure: str | None = None,
     compilers: Sequence[CompilerProbe] | None = None,
+    autograd: AutogradFacts | None = None,
 ) -> Report:
     """Decide which libraries load and report every finding.
 
@@ -185,7 +187,8 @@ def evaluate(
     serves its variant. `other_installs`: the other
     wheelops packages on sys.path. `import_failure`: the error `import wheelops` raised
     (the doctor runs past it). `compilers`: torch's run-time C++ compiler, then the ones
-    that would serve instead (None: not probed; the doctor probes).
+    that would serve instead (None: not probed; the doctor probes). `autograd`: the torch
+    internals the autograd layer uses, as probed (None: not probed; the doctor probes).
     """
     rules = _Rules(matrix, runtime, cuda_override, installed_version, installed_from)
     about_install = []
@@ -197,6 +200,8 @@ def evaluate(
         about_install.append(rules.other_installs(other_installs))
     if compilers:
         about_install.append(rules.cxx_compiler(compilers[0], compilers[1:]))
+    if autograd is not None:
+        about_install.append(autograd_finding(autograd))
     if isinstance(build, UnreadableBuildInfo):
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
@@ -299,6 +304,45 @@ def gpu_finding(
     if not fix:
         message += f"; no published wheelops variant covers compute capability {cap}"
     return Finding(check, Status.DEGRADED, holds, device, message, tuple(fix))
+
+
+def public_autograd(facts: AutogradFacts) -> bool:
+    """Whether the ops' derivatives run on public torch APIs only: where this torch lacks
+    an internal the fast layer uses, or where WHEELOPS_AUTOGRAD=public asks for it."""
+    return bool(facts.missing) or facts.requested == PUBLIC
+
+
+def autograd_finding(facts: AutogradFacts) -> Finding:
+    """Which autograd layer serves the ops (wheelops/ops/_autograd.py), and what the public
+    one gives up."""
+    build = "fast layer (torch internals), else public APIs"
+    torch = f"torch {facts.torch_version}"
+    if not public_autograd(facts):
+        fast = f"fast layer: {torch} has all {len(INTERNALS)} internals it uses"
+        if facts.requested is None:
+            return Finding("autograd", Status.OK, build, fast, "the fast layer serves the ops")
+        return Finding(
+            "autograd", Status.DEGRADED, build, fast,
+            f"{AUTOGRAD_ENV}={facts.requested!r} is not {PUBLIC!r}: ignored; the fast layer "
+            "serves the ops",
+            (f"unset {AUTOGRAD_ENV}",),
+        )  # fmt: skip
+    if facts.missing:
+        runtime = f"public APIs: {torch} lacks {len(facts.missing)} internal(s)"
+        why = f"{torch} lacks {', '.join(facts.missing)}, which the fast layer uses"
+        fix: tuple[str, ...] = ()
+    else:
+        runtime = f"public APIs: {AUTOGRAD_ENV}={PUBLIC}"
+        why = f"{AUTOGRAD_ENV}={PUBLIC} asks for it"
+        fix = (f"unset {AUTOGRAD_ENV}",)
+    message = (
+        f"the public-API autograd layer serves the ops ({why}). The wheelops functions and "
+        "modules keep every derivative (reverse and forward mode, torch.func, second "
+        "derivatives where an op has them) at more host time per call; a raw "
+        "torch.ops.wheelops.* call (what a torch.compile graph makes) has reverse mode only: "
+        "torch.library.register_autograd's, through which a tangent comes out as zero"
+    )
+    return Finding("autograd", Status.DEGRADED, build, runtime, message, fix)
 
 
 def _torch_label(torch_version: str) -> str | None:

@@ -79,7 +79,7 @@ def keeps_pre_activation(
         return True
     if torch.compiler.is_compiling() if compiling is None else compiling:
         return False  # dynamo traces forward-mode AD levels as they are at trace time
-    return _autograd._may_carry_tangents()
+    return _autograd.may_carry_tangents()
 
 
 def allows_tf32(input: object) -> bool:
