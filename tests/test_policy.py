@@ -514,7 +514,6 @@ def test_every_loader_failure_cause_has_one_remedy():
         assert remedy.advice.format(missing="libx.so", built="13.0.1", major=13) is not None, cause
 
 
-<<<<<<< HEAD
 def test_a_damaged_unused_cuda_library_is_reinstalled_before_torch_changes():
     """#35: under a CPU torch a damaged _ops_cuda13 is not loaded and wheelops works; the
     doctor's first fix was the CUDA 13 torch, which would then load the damaged library."""
@@ -548,7 +547,8 @@ def test_a_wheel_built_here_is_reinstalled_from_its_file(tmp_path):
         "--index-url https://wheelops.github.io/wheelops/whl/cu130"
     )
     assert fix("0.1.0", str(wheel)) == PYPI_REINSTALL
-=======
+
+
 @pytest.mark.parametrize(
     ("missing", "requested", "public", "status", "words", "fix"),
     [
@@ -572,4 +572,3 @@ def test_autograd_row(missing, requested, public, status, words, fix):
     assert finding.runtime.startswith("public APIs" if public else "fast layer")
     assert finding.fix == (("unset WHEELOPS_AUTOGRAD",) if fix else ())
     assert report_of(CU130_BUILD, CUDA_TORCH).finding("autograd") is None  # import's: none
->>>>>>> fallback
