@@ -10,8 +10,9 @@ For each shape (M x K -> N), dtype and ``approximate``, in the same run:
   GELU epilogue as PyTorch exposes it (the tanh form: timed for ``"tanh"`` rows, forward);
 - ``wheelops``: ``wheelops.fused_linear_gelu``.
 
-Every implementation's result is checked against eager's before it is timed. The
-targets are issue #25's; each row says which it met.
+Every implementation's result is checked before it is timed: eager's shapes and dtypes,
+the values of eager's formula in float64 on the same inputs within verify's bound (RULE).
+The targets are issue #25's; each row says which it met.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from timing import Timer
-from verify import mismatch
+from verify import Rule, mismatch
 
 SHAPES = {  # (M, K, N): input [M, K], weight [N, K]
     "full": ((32, 768, 3072), (8192, 768, 3072), (8192, 4096, 16384), (8192, 4096, 11008)),
@@ -34,6 +35,27 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 IMPLS = ("gemm", "eager", "compile", "addmm_activation", "wheelops")
 PASSES = ("forward", "forward+backward")
 FLOOR_SHAPE = (8192, 768, 3072)
+# The gradients: stored in the dtype are the pre-activation (saved for the backward, on
+# CUDA also before the GELU) and d = g * gelu'(pre) (CUDA). A term carries at most 4
+# roundings of itself (gelu' <= 1.13, gelu'' <= 0.8, |pre| a few times the output's rms
+# rounded into the 4), and a GEMM's sum of such terms of random sign LAMBDA = 8 times
+# sqrt(sum of squares) ~ its rms: 4 * 8 = 32.
+GRADIENT_ROUNDINGS = 32.0
+# The output on CUDA: pre rounded to the dtype before the GELU (and before the bias where
+# the bias epilogue is not used): 2 * 1.13 u |pre|, |pre| <= 2 |output| for pre > 0; for
+# pre < 0, |gelu'(pre) pre| <= 0.17 * 2 rms-sized roundings. The CPU keeps pre in float32.
+CUDA_OUTPUT = Rule(relative_roundings=4.6, dtype_roundings=1.0)
+
+
+def rule(shape: tuple[int, int, int], pass_: str, on_gpu: bool) -> list[Rule]:
+    """One rule per result: the output, then grad_input, grad_weight, grad_bias. The
+    longest float32 sum: K (forward), N (grad_input), M (grad_weight, grad_bias)."""
+    output = CUDA_OUTPUT if on_gpu else Rule()
+    output = Rule(shape[1], output.dtype_roundings, output.relative_roundings)
+    gradient = Rule(max(shape), GRADIENT_ROUNDINGS)
+    return [output] if pass_ == "forward" else [output, gradient, gradient, gradient]
+
+
 # name -> what it says
 TARGETS = {
     "eager_1.3x": "forward, 16-bit: >= 1.3x nn.Linear+nn.GELU",
@@ -127,14 +149,22 @@ def measure_row(shape, dtype, approximate, pass_, timer: Timer, device, wheelops
         "problem": None,
         **{impl: None for impl in IMPLS},
     }
-    reference = impls["eager"](x, w, b)
+    eager = impls["eager"](x, w, b)
+    # eager's formula in float64 on the same inputs (and incoming gradient), converted exactly
+    x64, w64, b64, grad64 = (t.detach().double() for t in (x, w, b, grad))
+    if pass_ != "forward":
+        for t in (x64, w64, b64):
+            t.requires_grad_()
+    reference = _implementations(approximate, pass_, wheelops, None, grad64)["eager"](x64, w64, b64)
+    del x64, w64, b64, grad64
+    check = rule(shape, pass_, device.type == "cuda")
     for impl in IMPLS:
         fn = impls[impl]
         if fn is None:
             continue
         try:
             if impl not in ("gemm", "eager", "addmm_activation"):
-                problem = mismatch(fn(x, w, b), reference)
+                problem = mismatch(fn(x, w, b), eager, reference, check)
                 if problem is not None:
                     if impl == "wheelops":
                         row.update(status="wrong", problem=problem)
@@ -155,42 +185,59 @@ def _us(row: dict[str, Any], impl: str) -> float | None:
     return entry["median_us"] if entry else None
 
 
+def applicable(row: dict[str, Any], on_gpu: bool) -> set[str]:
+    """The targets that judge this row (the GPU's timings only)."""
+    if not on_gpu:
+        return set()
+    names = set()
+    sixteen = row["dtype"] in ("bfloat16", "float16")
+    if row["pass"] == "forward" and sixteen:
+        names |= {"eager_1.3x", "compile"}
+        if row["approximate"] == "tanh":
+            names.add("addmm_activation")
+        if tuple(row["shape"]) == FLOOR_SHAPE:
+            names.add("gemm_floor")
+    if row["pass"] == "forward+backward":
+        names |= {"three_gemms", "eager_1.5x"}
+    if row["dtype"] == "float32":
+        names.add("fp32_eager")
+    return names
+
+
 def judge(row: dict[str, Any], on_gpu: bool) -> dict[str, Any]:
-    """Ratios and the issue's targets, met or missed (n/a where one does not apply)."""
+    """Ratios and the issue's targets, met or missed (n/a where one does not apply, or
+    where a rival was not timed); a wrong or failed wheelops misses every one that applies."""
     mine = _us(row, "wheelops")
     ratios = {}
     for impl in ("gemm", "eager", "compile", "addmm_activation"):
         theirs = _us(row, impl)
         ratios[impl] = theirs / mine if mine and theirs else None
     row["speedup"] = ratios  # their time / wheelops' time (> 1: wheelops faster)
-    verdicts = dict.fromkeys(TARGETS, NA)
-
-    def verdict(ok: bool | None) -> str:
-        return NA if ok is None else (MET if ok else MISSED)
+    wanted = applicable(row, on_gpu)
+    if row["status"] != "ok":
+        row["targets"] = {name: MISSED if name in wanted else NA for name in TARGETS}
+        return row
 
     def at_least(ratio: float | None, limit: float) -> bool | None:
         return None if ratio is None else ratio >= limit
 
-    sixteen = row["dtype"] in ("bfloat16", "float16")
-    if on_gpu and mine is not None:
-        if row["pass"] == "forward" and sixteen:
-            verdicts["eager_1.3x"] = verdict(at_least(ratios["eager"], 1.3))
-            verdicts["compile"] = verdict(at_least(ratios["compile"], 1.0))
-            if row["approximate"] == "tanh":
-                verdicts["addmm_activation"] = verdict(at_least(ratios["addmm_activation"], 1.0))
-            if tuple(row["shape"]) == FLOOR_SHAPE and ratios["gemm"]:
-                limit = 1.15 if row["approximate"] == "tanh" else 1.3
-                verdicts["gemm_floor"] = verdict(1 / ratios["gemm"] <= limit)
-        if row["pass"] == "forward+backward":
-            verdicts["three_gemms"] = verdict(
-                None if ratios["gemm"] is None else 1 / ratios["gemm"] <= 1.3
-            )
-            verdicts["eager_1.5x"] = verdict(at_least(ratios["eager"], 1.5))
-        if row["dtype"] == "float32":
-            verdicts["fp32_eager"] = verdict(at_least(ratios["eager"], 1.0))
-    if row["status"] != "ok":
-        verdicts = {name: (MISSED if v != NA else NA) for name, v in verdicts.items()}
-    row["targets"] = verdicts
+    def at_most_gemm(limit: float) -> bool | None:
+        return None if ratios["gemm"] is None else 1 / ratios["gemm"] <= limit
+
+    limit = 1.15 if row["approximate"] == "tanh" else 1.3
+    checks = {
+        "eager_1.3x": at_least(ratios["eager"], 1.3),
+        "compile": at_least(ratios["compile"], 1.0),
+        "addmm_activation": at_least(ratios["addmm_activation"], 1.0),
+        "gemm_floor": at_most_gemm(limit),
+        "three_gemms": at_most_gemm(1.3),
+        "eager_1.5x": at_least(ratios["eager"], 1.5),
+        "fp32_eager": at_least(ratios["eager"], 1.0),
+    }
+    row["targets"] = {
+        name: NA if name not in wanted or checks[name] is None else MET if checks[name] else MISSED
+        for name in TARGETS
+    }
     return row
 
 

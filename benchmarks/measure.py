@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from cases import SEED, Case, Output, grad_inputs
 from timing import Timer
-from verify import as_tuple, mismatch
+from verify import Rule, as_tuple, float64_inputs, mismatch
 
 PASSES = ("forward", "backward")
 
@@ -78,9 +78,10 @@ def _forward(
     case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
 ) -> dict[str, Any]:
     row = new_row(case, "forward", inputs)
-    tolerance = case.plan.tolerance
-    expected = impls.eager(*inputs)
-    _check(row, lambda: mismatch(impls.wheelops(*inputs), expected, tolerance))
+    rule = rule_of(case)
+    eager = impls.eager(*inputs)
+    reference = impls.eager(*float64_inputs(inputs))
+    _check(row, lambda: mismatch(impls.wheelops(*inputs), eager, reference, rule))
     row["eager"] = timer(lambda: impls.eager(*inputs)).to_dict()
     if impls.compiled is not None:
         compiled = impls.compiled
@@ -88,37 +89,59 @@ def _forward(
             row,
             timer,
             lambda: lambda: compiled(*inputs),
-            lambda out: mismatch(out, expected, tolerance),
+            lambda out: mismatch(out, eager, reference, rule),
         )
     if row["status"] == "ok":
         row["wheelops"] = timer(lambda: impls.wheelops(*inputs)).to_dict()
     return row
 
 
+def rule_of(case: Case) -> Rule:
+    """What the op's results carry beyond float32 arithmetic and one rounding (verify)."""
+    plan = case.plan
+    return Rule(plan.sum_length(case.shape), plan.dtype_roundings, plan.relative_roundings)
+
+
 def _backward(
     case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
 ) -> dict[str, Any]:
     row = new_row(case, "backward", inputs)
-    tolerance = case.plan.tolerance
+    rule = rule_of(case)
     wanted = grad_inputs(inputs)
     leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
     wrt = tuple(leaves[i] for i in wanted)
     eager_outputs = as_tuple(impls.eager(*leaves))
     grads = tuple(_seeded_like(out, salt) for salt, out in enumerate(eager_outputs))
-    expected = torch.autograd.grad(eager_outputs, wrt, grads)
+    eager = torch.autograd.grad(eager_outputs, wrt, grads)
     del eager_outputs
+    # The float64 reference: the same inputs and incoming gradients, converted exactly.
+    leaves64 = tuple(
+        t.detach().double().requires_grad_() if i in wanted else t
+        for i, t in enumerate(float64_inputs(leaves))
+    )
+    outputs64 = as_tuple(impls.eager(*leaves64))
+    if case.plan.backward_from_rounded_output:  # the op's backward sees its rounded output
+        derivatives = case.spec.derivatives
+        assert derivatives is not None and derivatives.backward_eager is not None
+        rounded = outputs64[0].detach().to(case.dtype).double()
+        reference = (derivatives.backward_eager(grads[0].double(), rounded, -1),)
+    else:
+        reference = torch.autograd.grad(
+            outputs64, tuple(leaves64[i] for i in wanted), tuple(g.double() for g in grads)
+        )
+    del outputs64, leaves64
 
     def graph(fn: Callable[..., Output]) -> Callable[[], tuple[torch.Tensor, ...]]:
         """Run fn's forward once; return the step to time: its backward alone."""
         outputs = as_tuple(fn(*leaves))
         return lambda: torch.autograd.grad(outputs, wrt, grads, retain_graph=True)
 
-    _check(row, lambda: mismatch(graph(impls.wheelops)(), expected, tolerance))
+    _check(row, lambda: mismatch(graph(impls.wheelops)(), eager, reference, rule))
     row["eager"] = timer(graph(impls.eager)).to_dict()
     if impls.compiled is not None:
         compiled = impls.compiled
         _time_compiled(
-            row, timer, lambda: graph(compiled), lambda out: mismatch(out, expected, tolerance)
+            row, timer, lambda: graph(compiled), lambda out: mismatch(out, eager, reference, rule)
         )
     if row["status"] == "ok":
         row["wheelops"] = timer(graph(impls.wheelops)).to_dict()

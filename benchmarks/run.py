@@ -36,12 +36,12 @@ from report import render
 from sweep import sweep_rows
 from targets import derive
 from timing import Timer, copy_bandwidth
-from verify import DEFAULT_TOLERANCE
+from verify import FLOAT_DTYPES
 
 JSON_NAME, MARKDOWN_NAME = "benchmark.json", "benchmark.md"
 SCHEMA_VERSION = 3  # 2: sections (overhead, sweep), the eager-parity target; 3: linear_gelu
 SECTIONS = ("main", "overhead", "sweep", "linear_gelu")
-DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in DEFAULT_TOLERANCE}
+DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in FLOAT_DTYPES}
 COMPILE_MODE = "default"
 # Enough compiled graphs per op for every shape x dtype x (forward, training) it meets.
 RECOMPILE_LIMIT = 256
@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument(
         "--sections",
-        default=",".join(SECTIONS),
+        default=None,
         help="comma-separated from main (the tables), overhead (µs per call on a tiny "
         "tensor), sweep (GB/s against size), linear_gelu (fused_linear_gelu against GEMM, "
         "eager, compile, _addmm_activation; default only without --ops); default all",
@@ -80,8 +80,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     try:
         args.specs = select_ops(args.ops)
         args.dtype_list = select_dtypes(args.dtypes)
-        args.section_list = select_sections(args.sections)
-        if args.ops is not None and args.sections == parser.get_default("sections"):
+        args.section_list = select_sections(args.sections or ",".join(SECTIONS))
+        if args.ops is not None and args.sections is None:
             # --ops chose ops of the main tables: the GEMM section only when named
             args.section_list = tuple(s for s in args.section_list if s != "linear_gelu")
     except ValueError as err:

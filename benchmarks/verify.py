@@ -1,28 +1,61 @@
-"""Is a result the same as eager's? Checked before anything is timed.
+"""Is a result right? Checked before anything is timed.
 
-Float results pass when every element is within ``atol * rms(expected) + rtol *
-|expected|`` (the absolute part scales with the tensor, so that sums such as a
-bias gradient and tiny values such as a wide softmax are judged alike) and the
-whole tensor's relative error ``||got - expected|| / ||expected||`` is within
-``rtol`` (so an all-zero answer to a small-valued op cannot slip through the
-absolute part). NaN must be where eager has NaN. Integer results must be equal.
-The tolerances allow for eager rounding its intermediates to the input dtype
-where wheelops rounds once.
+Each result is compared with eager PyTorch's formula evaluated in float64 on the same
+inputs (float inputs converted exactly, integer ones as they are), within a bound derived
+from how wheelops computes: in float32 (float64 for float64), each result rounded once to
+its dtype. With u the result dtype's unit roundoff, u32 float32's (float64's for float64)
+and rms the reference's root mean square:
+
+- per element, |got - ref| <= (1 + r) u |ref| + (1 + u) E + the dtype's subnormal floor,
+  where E = (COMPUTE_ROUNDINGS + LAMBDA sqrt(n)) u32 rms + d u rms: a few float32
+  roundings, the op's longest float32 sum of n terms (Hoeffding: LAMBDA sqrt(n)
+  roundings of its value's size), and roundings of intermediates stored in the dtype, r
+  of each value's size and d of the result's rms (``Rule``, from the op's description,
+  each value derived there);
+- in aggregate, |sum of sign(ref) (got - ref)| <= the float32 part in full plus
+  LAMBDA sqrt(sum ((1 + r) u |ref| + d u rms)^2): roundings to the dtype are of mean
+  zero, so a coherent error (every value 1% off) fails where no single element shows it.
+
+A reference that is not float64 (an op of integer inputs whose formula gives float32)
+rounds as much as wheelops: twice the allowance. NaN must be where the reference has
+NaN, infinities equal. Integer results must be equal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
-# dtype -> (atol as a fraction of the expected tensor's rms, rtol)
-DEFAULT_TOLERANCE: Mapping[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-10, 1e-10),
-    torch.float32: (1e-5, 1e-4),
-    torch.float16: (1e-3, 4e-3),
-    torch.bfloat16: (1e-2, 2e-2),
-}
+# Hoeffding: a sum of independent roundings exceeds LAMBDA standard deviations with
+# probability <= 2 exp(-LAMBDA^2 / 2) (2.5e-14): the same as the tests' bounds.
+LAMBDA = 8.0
+# The float32 roundings of an op's own arithmetic (products, differences, exp/tanh/erf
+# within 2-4 ulps, a reciprocal) before its one rounding to the dtype: 16.
+COMPUTE_ROUNDINGS = 16
+FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What an op's results carry beyond float32 arithmetic and one rounding: the length
+    of its longest float32 sum, and roundings of intermediates stored in the dtype (in
+    units of the result's rms, and of each value)."""
+
+    sum_length: int = 1
+    dtype_roundings: float = 0.0
+    relative_roundings: float = 0.0
+
+
+def unit(dtype: torch.dtype) -> float:
+    """The unit roundoff: half the spacing of dtype's values near 1."""
+    return torch.finfo(dtype).eps / 2
+
+
+def compute_unit(dtype: torch.dtype) -> float:
+    return unit(torch.float64) if dtype == torch.float64 else unit(torch.float32)
 
 
 def as_tuple(value: torch.Tensor | Sequence[torch.Tensor | None]) -> tuple[torch.Tensor, ...]:
@@ -31,17 +64,31 @@ def as_tuple(value: torch.Tensor | Sequence[torch.Tensor | None]) -> tuple[torch
     return tuple(v for v in value if v is not None)
 
 
+def float64_inputs(inputs: Sequence[object]) -> tuple[object, ...]:
+    """The inputs for the float64 reference: float tensors converted (exactly), the rest
+    as they are."""
+    return tuple(
+        t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs
+    )
+
+
 def mismatch(
     got: torch.Tensor | Sequence[torch.Tensor],
-    expected: torch.Tensor | Sequence[torch.Tensor],
-    tolerance: Mapping[torch.dtype, tuple[float, float]] | None = None,
+    eager: torch.Tensor | Sequence[torch.Tensor],
+    reference: torch.Tensor | Sequence[torch.Tensor],
+    rule: Rule | Sequence[Rule],
 ) -> str | None:
-    """None when got matches expected; otherwise what differs, in words."""
-    got_all, expected_all = as_tuple(got), as_tuple(expected)
-    if len(got_all) != len(expected_all):
-        return f"{len(got_all)} results where eager has {len(expected_all)}"
-    for index, (g, e) in enumerate(zip(got_all, expected_all, strict=True)):
-        problem = _tensor_mismatch(g, e, {**DEFAULT_TOLERANCE, **(tolerance or {})})
+    """None when got matches: eager's shapes, dtypes and devices, the float64 reference's
+    values within the bound (rule: one for all results, or one each); otherwise what
+    differs, in words."""
+    got_all, eager_all, reference_all = as_tuple(got), as_tuple(eager), as_tuple(reference)
+    if len(got_all) != len(eager_all):
+        return f"{len(got_all)} results where eager has {len(eager_all)}"
+    rules = (rule,) * len(got_all) if isinstance(rule, Rule) else tuple(rule)
+    for index, (g, e, r, each) in enumerate(
+        zip(got_all, eager_all, reference_all, rules, strict=True)
+    ):
+        problem = _tensor_mismatch(g, e, r, each)
         if problem is not None:
             prefix = f"result {index}: " if len(got_all) > 1 else ""
             return prefix + problem
@@ -49,42 +96,64 @@ def mismatch(
 
 
 def _tensor_mismatch(
-    got: torch.Tensor, expected: torch.Tensor, tolerance: Mapping[torch.dtype, tuple[float, float]]
+    got: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor, rule: Rule
 ) -> str | None:
-    if got.shape != expected.shape:
-        return f"shape {list(got.shape)}, eager {list(expected.shape)}"
-    if got.dtype != expected.dtype:
-        return f"dtype {got.dtype}, eager {expected.dtype}"
-    if got.device != expected.device:
-        return f"device {got.device}, eager {expected.device}"
-    if not expected.is_floating_point():
-        differ = got != expected
+    if got.shape != eager.shape:
+        return f"shape {list(got.shape)}, eager {list(eager.shape)}"
+    if got.dtype != eager.dtype:
+        return f"dtype {got.dtype}, eager {eager.dtype}"
+    if got.device != eager.device:
+        return f"device {got.device}, eager {eager.device}"
+    if not got.is_floating_point():
+        differ = got != reference
         count = int(differ.sum())
         if count == 0:
             return None
-        worst = (got.long() - expected.long()).abs().max()
+        worst = (got.long() - reference.long()).abs().max()
         return f"{count} of {got.numel()} elements differ (by up to {int(worst)})"
     if got.numel() == 0:
         return None
-    atol, rtol = tolerance[got.dtype]
-    g, e = got.double(), expected.double()
-    nan_differs = int((g.isnan() != e.isnan()).sum())
+    g, r = got.double(), reference.double()
+    nan_differs = int((g.isnan() != r.isnan()).sum())
     if nan_differs:
-        return f"NaN at {nan_differs} elements where eager differs"
-    finite = e.isfinite()
-    if not torch.equal(g[~finite], e[~finite]):
-        return "an infinity differs from eager's"
-    g, e = g[finite], e[finite]
-    if e.numel() == 0:
+        return f"NaN at {nan_differs} elements where the reference differs"
+    finite = r.isfinite()
+    if not torch.equal(g[~finite], r[~finite]):
+        return "an infinity differs from the reference's"
+    g, r = g[finite], r[finite]
+    if r.numel() == 0:
         return None
-    error = (g - e).abs()
-    scale = float(e.square().mean().sqrt())
-    bad = int((error > atol * scale + rtol * e.abs()).sum())
-    norm_error = float(error.norm() / e.norm()) if scale > 0 else float(error.norm())
-    if bad or norm_error > rtol:
+    return _beyond_bound(g, r, got.dtype, rule, twice=reference.dtype != torch.float64)
+
+
+def _beyond_bound(
+    g: torch.Tensor, r: torch.Tensor, dtype: torch.dtype, rule: Rule, twice: bool
+) -> str | None:
+    u, u32 = unit(dtype), compute_unit(dtype)
+    rms = float(r.square().mean().sqrt())
+    compute = (COMPUTE_ROUNDINGS + LAMBDA * math.sqrt(rule.sum_length)) * u32 * rms
+    stored = rule.dtype_roundings * u * rms
+    info = torch.finfo(dtype)
+    floor = info.tiny * info.eps / 2
+    # Both the reference and wheelops round once where the reference is not float64.
+    scale = 2.0 if twice or dtype == torch.float64 else 1.0
+    error = (g - r).abs()
+    relative = (1 + rule.relative_roundings) * u * r.abs()
+    allowed = scale * (relative + (1 + u) * (compute + stored) + floor)
+    bad = int((error > allowed).sum())
+    if bad:
+        worst = int((error - allowed).argmax())
         return (
-            f"{bad} of {e.numel()} elements out of tolerance (atol {atol:g} x rms {scale:.3g}, "
-            f"rtol {rtol:g}); max abs error {float(error.max()):.3g}, "
-            f"relative norm error {norm_error:.3g}"
+            f"{bad} of {r.numel()} elements beyond the derived bound; worst off by "
+            f"{float(error[worst]):.3g} where {float(allowed[worst]):.3g} is allowed "
+            f"(reference {float(r[worst]):.6g})"
+        )
+    signed = float(((g - r) * r.sign()).sum())
+    roundings = (relative + stored).square().sum().sqrt()
+    limit = scale * float(r.numel() * (1 + u) * compute + LAMBDA * roundings)
+    if abs(signed) > limit:
+        return (
+            f"off by {signed / r.numel():.3g} on average with the sign of the reference "
+            f"values: a bias ({abs(signed):.3g} summed, {limit:.3g} allowed)"
         )
     return None

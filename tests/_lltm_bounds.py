@@ -12,15 +12,18 @@ import torch
 import torch.nn.functional as F
 from _norm_helpers import (
     LAMBDA,
+    UNIT,
     allowance,
     assert_within,
     compute_unit,
+    gemm_parts,
     gemm_rounding,
     independent_sum,
     root_matmul_square,
     rounded_error,
     square_scale,
     subnormal_floor,
+    summation_parts,
     summation_rounding,
 )
 from opspecs.lltm import ARGUMENTS as LLTM_INPUTS
@@ -197,6 +200,66 @@ def lltm_allowed(
     return {name: allowance(expected[name], error, dtype) for name, error in errors.items()}
 
 
+def lltm_aggregate(
+    inputs: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    expected: dict[str, torch.Tensor],
+    allowed: dict[str, torch.Tensor],
+) -> dict[str, float]:
+    """Per result, the most |sum of sign(expected) * (actual - expected)| may reach: the
+    errors are roundings of mean zero (Hoeffding, LAMBDA * sqrt of the proxies). new_h,
+    new_cell and grad old_cell: each element's own, within allowed. The GEMM results
+    share d_gates' errors e (lltm_allowed): over grad_input (old_h) they sum to
+    sum of e * c with c = sign(result) @ W.T (grad_weights: x @ sign.T, grad_bias: each
+    column its own), plus the GEMMs' float32 roundings and each result's own rounding."""
+    dtype = inputs[0].dtype
+    u = compute_unit(dtype)
+    input, weights, bias, old_h, old_cell = (t.detach().double() for t in inputs)
+    grad_h, grad_cell = (g.detach().double() for g in grads)
+    x = torch.cat([old_h, input], 1)
+    state = old_h.shape[1]
+    exact_gates = x @ weights.T + bias
+    product_error = rounded_error(x @ weights.T, gemm_rounding(x, weights, u), dtype)
+    gate_error = rounded_error(exact_gates, product_error, dtype)
+    gates = Interval(exact_gates - gate_error, exact_gates + gate_error)
+    kernel = gate_math(gates, old_cell, grad_h, grad_cell, u)
+    exact = gate_math(Interval(exact_gates, exact_gates), old_cell, grad_h, grad_cell, 0.0)
+    d_gates = exact["d_gates"].lo
+    e2 = rounded_error(d_gates, kernel["d_gates"].distance(d_gates), dtype).square()
+
+    def own(name: str) -> torch.Tensor:  # the result's rounding, and GEMM roundings below
+        return (UNIT[dtype] * expected[name].double().abs()).square().sum()
+
+    def gemm_proxy(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        worst, proxy = gemm_parts(a, b, u)
+        return torch.minimum(proxy, worst.square()).sum()
+
+    parts = {"input": slice(state, None), "old_h": slice(None, state)}
+    proxies = {name: allowed[name].square().sum() for name in ("new_h", "new_cell", "old_cell")}
+    for name, columns in parts.items():
+        c = expected[name].double().sign() @ weights[:, columns].T
+        proxies[name] = (e2 * c.square()).sum() + gemm_proxy(d_gates, weights[:, columns].T)
+        proxies[name] = proxies[name] + own(name)
+    c = x @ expected["weights"].double().sign().T
+    proxies["weights"] = (e2 * c.square()).sum() + gemm_proxy(d_gates.T, x.T) + own("weights")
+    worst, proxy = summation_parts(d_gates, u)
+    proxies["bias"] = e2.sum() + torch.minimum(proxy, worst.square()).sum() + own("bias")
+    scale = 2.0 if dtype == torch.float64 else 1.0  # the reference rounds as much
+    return {name: scale * LAMBDA * float(p.sqrt()) for name, p in proxies.items()}
+
+
+def assert_signed_sum_within(
+    actual: torch.Tensor, expected: torch.Tensor, limit: float, what: str
+) -> None:
+    """|sum of sign(expected) * (actual - expected)| <= limit: no coherent bias."""
+    error = (actual.double().cpu() - expected.double().cpu()) * expected.double().cpu().sign()
+    signed = float(error[error.isfinite()].sum())
+    assert abs(signed) <= limit, (
+        f"{what} off by {signed / max(error.numel(), 1):.3g} on average with the sign of the "
+        f"expected values: a bias (summed {signed:.3g}, allowed {limit:.3g})"
+    )
+
+
 def gate_ops_allowed(
     gates: torch.Tensor,
     old_cell: torch.Tensor,
@@ -225,6 +288,9 @@ def assert_lltm_close(
     math on the same inputs, within lltm_allowed."""
     (expected_h, expected_cell), expected_grads = float64_results(inputs, grads)
     allowed = lltm_allowed(inputs, grads, (expected_h, expected_cell), expected_grads)
+    names = ["new_h", "new_cell", *LLTM_INPUTS]
+    expected = dict(zip(names, [expected_h, expected_cell, *expected_grads], strict=True))
+    limits = lltm_aggregate(inputs, grads, expected, allowed)
     pairs = zip(
         ["new_h", "new_cell", *LLTM_INPUTS],
         [*outputs, *input_grads],
@@ -235,6 +301,7 @@ def assert_lltm_close(
         if actual is not None:
             assert actual.shape == expected.shape and actual.dtype == inputs[0].dtype, name
             assert_within(actual, expected, allowed[name], name)
+            assert_signed_sum_within(actual, expected, limits[name], name)
 
 
 @contextlib.contextmanager

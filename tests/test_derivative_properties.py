@@ -14,7 +14,9 @@ from _strategies import apply_layout, layouts, seeds, shapes, sizes
 from hypothesis import given
 from hypothesis import strategies as st
 
-# A tangent's error is relative to its largest value: JVPs of normalizations cancel.
+# A tangent's error is relative to its largest value: JVPs of normalizations cancel. Not
+# derived per op (issue 35 leaves it): 2e-4 (float32) and 1e-10 (float64) of the largest
+# tangent, so 1% of the largest one fails.
 JVP_TOLERANCE = {torch.float64: 1e-10, torch.float32: 2e-4}
 
 
@@ -45,8 +47,11 @@ def test_jvp_matches_eager_float64(case: Case, device: str, data: st.DataObject)
     )
     for g, w in zip(outputs(got), outputs(want), strict=True):
         assert g.dtype == dtype and g.shape == w.shape
-        scale = w.abs().max().item() + 1.0 if w.numel() else 1.0
-        torch.testing.assert_close(g.double(), w, atol=JVP_TOLERANCE[dtype] * scale, rtol=0)
+        # Relative to the largest tangent (no floor: a "+1" let ~1% through on small ones);
+        # the dtype's subnormal floor where every tangent is 0.
+        scale = w.abs().max().item() if w.numel() else 0.0
+        floor = torch.finfo(dtype).tiny
+        torch.testing.assert_close(g.double(), w, atol=JVP_TOLERANCE[dtype] * scale + floor, rtol=0)
 
 
 @pytest.mark.parametrize("device", DEVICES)

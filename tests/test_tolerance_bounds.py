@@ -25,7 +25,13 @@ import torch.nn.functional as F
 from _bias_gelu_bounds import assert_grad_bias_close
 from _helpers import randn
 from _linear_gelu_bounds import assert_bound, backward_bounds, forward_bound
-from _lltm_bounds import LLTM_INPUTS, assert_lltm_close, lltm_allowed
+from _lltm_bounds import (
+    LLTM_INPUTS,
+    assert_lltm_close,
+    assert_signed_sum_within,
+    lltm_aggregate,
+    lltm_allowed,
+)
 from _norm_helpers import (
     assert_layer_norm_grad_weight_close,
     assert_layer_norm_grad_x_close,
@@ -208,6 +214,11 @@ def test_bias_gelu_bias_grad_check_fails_a_wrong_gradient(rows, cols, dtype, app
 
 
 LLTM_RESULTS = ("new_h", "new_cell", *LLTM_INPUTS)
+# bf16 results of few values whose terms carry ~3 roundings of d_gates each (the gates
+# rounded twice by torch's GEMM, d_gates once): grad bias at 4096 rows is 48 column sums,
+# grad input at 6 rows 60 values; Hoeffding over them allows LAMBDA * 3 * 2**-8 /
+# sqrt(48) ~ 1.2% of their sum. There the probe is 2%.
+LLTM_COARSE = {(torch.bfloat16, 4096, "bias"), (torch.bfloat16, 6, "input")}
 
 
 @pytest.mark.parametrize(
@@ -233,10 +244,21 @@ def test_lltm_checks_fail_a_wrong_result(batch, features, state, dtype):
     (expected_h, expected_cell), expected_grads = float64_results(inputs, grads)
     allowed = lltm_allowed(inputs, grads, (expected_h, expected_cell), expected_grads)
     expected = dict(zip(LLTM_RESULTS, [expected_h, expected_cell, *expected_grads], strict=True))
+    limits = lltm_aggregate(inputs, grads, expected, allowed)
+
+    def check(actual: torch.Tensor, value: torch.Tensor, name: str) -> None:
+        assert_within(actual, value, allowed[name], name)
+        assert_signed_sum_within(actual, value, limits[name], name)
+
     for name, value in expected.items():
-        for factor in wrong_factors(dtype):
+        factors = wrong_factors(dtype, batch if name in ("weights", "bias") else 1)
+        if (dtype, batch, name) in LLTM_COARSE:
+            # The bound itself cannot tell 1% here: its aggregate limit exceeds 1% of the sum.
+            assert limits[name] > 0.01 * float(value.abs().sum())
+            factors = (1.02, 0.98, 0.0)
+        for factor in factors:
             with pytest.raises(AssertionError, match=f"^{name} off by"):
-                assert_within((value * factor).to(dtype), value, allowed[name], name)
+                check((value * factor).to(dtype), value, name)
 
 
 def _layer_norm_grad_x_float32(x: torch.Tensor, grad: torch.Tensor, eps: float) -> torch.Tensor:

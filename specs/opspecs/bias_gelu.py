@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -98,5 +100,7 @@ SPEC = OpSpec(
         # read x, grad, bias; write grad_x, grad_bias
         backward_bytes=lambda s, e: (3 * elements(s) + 2 * s[1]) * e,
         note='approximate="none" (erf)',
+        # grad_bias: a float32 sum over the rows.
+        sum_length=lambda s: math.prod(s[:-1]),
     ),
 )

@@ -113,5 +113,7 @@ SPEC = OpSpec(
         backward_bytes=lambda s, e: (3 * elements(s) + 3 * s[1]) * e,
         eager_unfused=(False, False),
         note="weight and bias, eps=1e-5",
+        # The statistics sum a row; grad_weight and grad_bias, a column.
+        sum_length=lambda s: max(s[-1], math.prod(s[:-1])),
     ),
 )

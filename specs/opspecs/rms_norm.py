@@ -83,5 +83,7 @@ SPEC = OpSpec(
         # torch >= 2.8 runs F.rms_norm on CUDA as one fused kernel (_fused_rms_norm).
         eager_unfused=(False, False),
         note="weight, eps=1e-6",
+        # The statistics sum a row; grad_weight, a column.
+        sum_length=lambda s: max(s[-1], math.prod(s[:-1])),
     ),
 )

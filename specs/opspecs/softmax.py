@@ -77,5 +77,9 @@ SPEC = OpSpec(
         backward_bytes=lambda s, e: 3 * elements(s) * e,  # read y, grad; write grad_x
         eager_unfused=(False, False),
         note="dim=-1",
+        sum_length=lambda s: s[-1],  # the row's sums of exponentials (and of g * y)
+        # The backward runs on the saved y, rounded to the dtype (as eager's): its float64
+        # reference is the backward's formula on that y.
+        backward_from_rounded_output=True,
     ),
 )
