@@ -35,17 +35,21 @@ def timed():
     start = time.perf_counter(); sample.call(*inputs); sync()
     return time.perf_counter() - start
 first = timed()
-print(first, min(timed() for _ in range(5)))
+print(wheelops.__file__, first, min(timed() for _ in range(5)))
 """
 
 
-def measure(op: str, device: str) -> tuple[float, float]:
+def measure(op: str, device: str, package: str, specs: Path) -> tuple[float, float]:
+    """In a fresh process started in specs/ (`-c` puts its folder first on sys.path: never
+    a checkout's root, whose wheelops would shadow the installed one)."""
     done = subprocess.run(
         [sys.executable, "-c", ONE_OP.format(shape=SHAPE), op, device],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, cwd=specs,
     )  # fmt: skip
-    first, later = map(float, done.stdout.split()[-2:])
-    return first, later
+    where, first, later = done.stdout.split()[-3:]
+    if Path(where).parent != Path(package):
+        raise SystemExit(f"the measured process imported wheelops from {where}, not {package}")
+    return float(first), float(later)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,11 +62,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import wheelops
 
-    print(f"wheelops from {Path(wheelops.__file__).parent}")
+    package = str(Path(wheelops.__file__).parent)
+    specs = Path(opspecs.__file__).resolve().parent.parent
+    print(f"wheelops from {package}")
     print("| op | first call (ms) | later call (ms) | first - later (ms) |\n|---|---|---|---|")
     rows = {}
     for op in opspecs.NAMES:
-        first, later = min(measure(op, args.device) for _ in range(args.runs))
+        first, later = min(measure(op, args.device, package, specs) for _ in range(args.runs))
         rows[op] = {"first_ms": first * 1e3, "later_ms": later * 1e3}
         print(f"| {op} | {first * 1e3:.2f} | {later * 1e3:.3f} | {(first - later) * 1e3:.2f} |")
     if args.json:
