@@ -63,8 +63,9 @@ def forward_error(
 
 def _assert_within_nan(actual, expected, allowed, what: str) -> None:
     """NaN exactly where expected is NaN; elsewhere assert_within."""
-    actual = actual.double().cpu()
-    expected, allowed = expected.cpu(), allowed.cpu()
+    # On expected's device: test_scale checks 2**31 elements a chunk at a time on the GPU
+    # (on the CPU, in float64, that took minutes a chunk).
+    actual, allowed = actual.double().to(expected.device), allowed.to(expected.device)
     nan = expected.isnan()
     assert torch.equal(actual.isnan(), nan), f"{what}: NaN where the reference has none"
     assert_within(actual[~nan], expected[~nan], allowed[~nan], what)
@@ -86,7 +87,7 @@ def backward_error(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.
     """The backward's own error on exact g and y (before the result's rounding): the
     float32 sum dot = sum g*y, then g - dot and its product with y rounded once each."""
     if grad.dim() == 0 or grad.numel() == 0:
-        return torch.zeros(grad.shape, dtype=torch.float64)
+        return torch.zeros(grad.shape, dtype=torch.float64, device=grad.device)
     u = compute_unit(grad.dtype)
     g64, y64 = _moved(grad, dim), _moved(y, dim)
     terms = g64 * y64
