@@ -572,3 +572,5 @@ def test_autograd_row(missing, requested, public, status, words, fix):
     assert finding.runtime.startswith("public APIs" if public else "fast layer")
     assert finding.fix == (("unset WHEELOPS_AUTOGRAD",) if fix else ())
     assert report_of(CU130_BUILD, CUDA_TORCH).finding("autograd") is None  # import's: none
+    unreadable = UnreadableBuildInfo("/w/_build_info.json", "missing", False)  # no ops load
+    assert evaluate(unreadable, CUDA_TORCH, matrix(), autograd=facts).finding("autograd") is None

@@ -188,7 +188,8 @@ def evaluate(
     wheelops packages on sys.path. `import_failure`: the error `import wheelops` raised
     (the doctor runs past it). `compilers`: torch's run-time C++ compiler, then the ones
     that would serve instead (None: not probed; the doctor probes). `autograd`: the torch
-    internals the autograd layer uses, as probed (None: not probed; the doctor probes).
+    internals the autograd layer uses, as probed (None: not probed; the doctor probes;
+    reported where the build facts can be read).
     """
     rules = _Rules(matrix, runtime, cuda_override, installed_version, installed_from)
     about_install = []
@@ -200,8 +201,6 @@ def evaluate(
         about_install.append(rules.other_installs(other_installs))
     if compilers:
         about_install.append(rules.cxx_compiler(compilers[0], compilers[1:]))
-    if autograd is not None:
-        about_install.append(autograd_finding(autograd))
     if isinstance(build, UnreadableBuildInfo):
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
@@ -249,6 +248,8 @@ def evaluate(
         findings.append(rules.driver(runtime.torch_cuda, driver))
     if gpus is not None and chosen is not None:
         findings += [gpu_finding(build, chosen, runtime, matrix, gpu) for gpu in gpus]
+    if autograd is not None:  # which layer serves the ops' derivatives, where ops can load
+        about_install.append(autograd_finding(autograd))
     return Report(build, runtime, tuple(candidates), tuple(findings + about_install))
 
 
