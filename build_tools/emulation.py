@@ -1,7 +1,7 @@
 """Run a cross-built wheel here, under qemu-user emulation: an aarch64 CPython, venv and torch.
 
-    python -m build_tools.emulation venv aarch64 DIR --torch 2.14.1 [--wheel W | --index-url U]
-                                     [--with REQ...]
+    python -m build_tools.emulation venv aarch64 DIR --torch 2.14.1 [--wheel W] [--with REQ...]
+    python -m build_tools.emulation install aarch64 DIR --index-url URL   # into that venv
     DIR/bin/python -m wheelops --json       # runs under qemu-aarch64
 
 The sysroot is Debian bookworm's arm64 CPython 3.11 and the libraries it needs, fetched
@@ -263,27 +263,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m build_tools.emulation", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("venv", help="a fresh emulated venv with torch (and more)")
-    make.add_argument("machine", choices=sorted(DEBIAN_ARCH))
-    make.add_argument("venv", type=Path)
+    more = sub.add_parser("install", help="install into an emulated venv")
     make.add_argument("--torch", required=True, help=f"one of {', '.join(TORCH_RUNTIME)}")
-    make.add_argument("--wheel", type=Path, help="a wheelops wheel to install (--no-deps)")
-    make.add_argument("--index-url", help="install wheelops (--no-deps) from this index")
-    make.add_argument("--with", dest="requirements", nargs="+", default=[],
-                      help="more requirements (test tools)")  # fmt: skip
+    for command in (make, more):
+        command.add_argument("machine", choices=sorted(DEBIAN_ARCH))
+        command.add_argument("venv", type=Path)
+        command.add_argument("--wheel", type=Path, help="a wheelops wheel (--no-deps)")
+        command.add_argument("--index-url", help="wheelops (--no-deps) from this index")
+        command.add_argument("--with", dest="requirements", nargs="+", default=[],
+                             help="more requirements (test tools)")  # fmt: skip
     args = parser.parse_args(argv)
+    venv = args.venv.resolve()
     try:
-        python = new_venv(args.machine, args.venv.resolve())
-        install_torch(args.machine, args.venv.resolve(), args.torch)
+        if args.command == "venv":
+            new_venv(args.machine, venv)
+            install_torch(args.machine, venv, args.torch)
         if args.requirements:
-            pip_install(args.machine, args.venv.resolve(), *args.requirements)
+            pip_install(args.machine, venv, *args.requirements)
         if args.wheel:
-            pip_install(args.machine, args.venv.resolve(), "--no-deps", str(args.wheel))
+            pip_install(args.machine, venv, "--no-deps", str(args.wheel))
         if args.index_url:  # --isolated: pip's configuration must not supply wheelops
-            pip_install(args.machine, args.venv.resolve(), "--isolated", "--no-deps",
+            pip_install(args.machine, venv, "--isolated", "--no-deps",
                         "--index-url", args.index_url, "wheelops")  # fmt: skip
     except ToolkitError as err:
         raise SystemExit(f"wheelops emulation: {err}") from None
-    print(f"emulated {args.machine} venv: {python}")
+    print(f"emulated {args.machine} venv: {venv / 'bin' / 'python'}")
     return 0
 
 
