@@ -3,7 +3,8 @@ Spark), and the pinned inputs its host code links against.
 
 Device code does not depend on the host: each CUDA library's kernels come from the same
 toolkits as on x86_64 (nvcc runs here), with `-ccbin` naming the cross compiler for the
-host side. Host code is compiled by Debian's cross compiler (g++-aarch64-linux-gnu)
+host side. Host code is compiled by Debian's cross compiler (g++-aarch64-linux-gnu:
+installed, else its bookworm packages fetched and unpacked into the cache)
 against the aarch64 torch wheel's own headers and linked, with -z defs, against its
 libc10/libtorch_cpu and the aarch64 libcudart/libcublasLt of NVIDIA's runtime wheels,
 by soname (never shipped: build_tools/repair.py excludes them):
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -139,14 +141,51 @@ def _unpack(root: Path, machine: str, wheels: dict[str, Path]) -> None:
 
 
 def compiler(machine: str) -> Path:
+    """The cross g++: PATH's (Debian's g++-aarch64-linux-gnu, installed), else Debian's
+    packages of it fetched into the cache (build_tools/debian_packages.py: nothing is
+    installed) behind a script that gives it its folder as --sysroot."""
     name = COMPILERS[machine]
     found = shutil.which(name)
-    if found is None:
-        raise ToolkitError(
-            f"no {name} on PATH: the {machine} wheel's host code needs Debian's cross "
-            f"compiler (apt-get install g++-{name.removesuffix('-g++')})"
+    if found is not None:
+        return Path(found)
+    root = cache_dir() / f"cross-gcc-{machine}"
+    stamp = root / ".wheelops-complete"
+    if not stamp.is_file():
+        from build_tools import debian_packages
+        from build_tools.cuda12_toolkit import deb_data
+
+        staging = root.with_name(root.name + ".staging")
+        shutil.rmtree(staging, ignore_errors=True)
+        triple = name.removesuffix("-g++")
+        # The cross packages only: the host libraries they need come with the host's
+        # own compiler (gmp, mpfr, mpc, isl) and binutils.
+        debs = debian_packages.fetch(
+            "amd64", (f"g++-{triple}",), staging / "debs", only=rf"{triple}|-cross$"
         )
-    return Path(found)
+        for deb in debs:
+            with deb_data(deb) as data:
+                data.extractall(staging / "sysroot", filter="tar")
+        for tool in ("g++", "gcc"):
+            wrapper = staging / "bin" / f"{triple}-{tool}"
+            wrapper.parent.mkdir(parents=True, exist_ok=True)
+            wrapper.write_text(
+                f'#!/bin/sh\nexec "{root}/sysroot/usr/bin/{triple}-{tool}" '
+                f'--sysroot="{root}/sysroot" "$@"\n'
+            )
+            wrapper.chmod(0o755)
+        shutil.rmtree(staging / "debs")
+        shutil.rmtree(root, ignore_errors=True)
+        staging.rename(root)
+        stamp.write_text("\n".join(d.name for d in debs) + "\n")
+    cxx = root / "bin" / name
+    try:
+        subprocess.run([str(cxx), "--version"], capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise ToolkitError(
+            f"the fetched {name} ({cxx}) does not run here ({err}); install Debian's "
+            f"g++-{name.removesuffix('-g++')} instead"
+        ) from None
+    return cxx
 
 
 def provide(machine: str) -> CrossTarget:

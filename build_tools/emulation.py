@@ -5,14 +5,13 @@
     DIR/bin/python -m wheelops --json       # runs under qemu-aarch64
 
 The sysroot is Debian bookworm's arm64 CPython 3.11 and the libraries it needs, fetched
-with `apt-get download` under a private apt state (its own sources list, lists and
-cache: the machine's apt setup is never read or changed; apt checks every package
-against Debian's signed indexes), unpacked in Python. qemu-user looks a path up in
-the sysroot first, so the sysroot also holds an aarch64 /proc/cpuinfo and MIDR
-registers (a Neoverse V2, GH200's Grace CPU): torch's cpuinfo reads them, and the
-host's x86 ones crash it. No binfmt registration is needed: the venv's `python` is a
-script that starts qemu (with argv[0] set to itself), so every subprocess a test
-starts with sys.executable is emulated too; host programs (readelf) run natively.
+by build_tools/debian_packages.py (apt-get under a private state) and unpacked in Python.
+qemu-user looks a path up in the sysroot first, so the sysroot also holds an aarch64
+/proc/cpuinfo and MIDR registers (a Neoverse V2, GH200's Grace CPU): torch's cpuinfo
+reads them, and the host's x86 ones crash it. No binfmt registration is needed: the
+venv's `python` is a script that starts qemu (with argv[0] set to itself), so every
+subprocess a test starts with sys.executable is emulated too; host programs (readelf)
+run natively.
 
 Packages come from the index by pip on this host (`--platform`, `--target` into the
 venv's site-packages): pip would judge torch's requirement markers for this machine,
@@ -29,23 +28,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from build_tools import debian_packages
 from build_tools.cross_target import PIP_PLATFORMS, compiler
 from build_tools.cuda12_toolkit import cache_dir, deb_data
 from build_tools.cuda_toolkit import ToolkitError
 
 PYTHON = "3.11"  # Debian bookworm's CPython
 DEBIAN_ARCH = {"aarch64": "arm64"}
-DEBIAN_SOURCES = (
-    "http://deb.debian.org/debian bookworm main",
-    "http://deb.debian.org/debian bookworm-updates main",
-    "http://deb.debian.org/debian-security bookworm-security main",
-)
 # The sysroot: these and everything they depend on, less what a Python never runs.
 DEBIAN_ROOTS = ("python3.11-minimal", "libpython3.11-stdlib", "libstdc++6", "libgomp1")
-DEBIAN_SKIP = {
+DEBIAN_SKIP = (
     "dpkg", "perl", "perl-base", "perl-modules-5.36", "libperl5.36", "tar",
     "install-info", "mailcap", "mime-support", "media-types",
-}  # fmt: skip
+)  # fmt: skip
 QEMU_DEB = "qemu-user-static"  # fetched the same way (amd64) where no qemu is installed
 # What torch's runtime needs beyond the torch wheel, per release (torch's own pins, for
 # this platform). The CUDA 13 build links its NVIDIA libraries; the CPU build nothing.
@@ -87,50 +82,6 @@ CPU revision\t: 1
 MIDR_EL1 = "0x00000000410fd4f1\n"
 
 
-def _apt(machine_arch: str, state: Path, *args: str, cwd: Path | None = None) -> str:
-    """apt-get / apt-cache with a private state folder for `machine_arch` packages."""
-    (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
-    (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
-    (state / "status").touch()
-    sources = state / "sources.list"
-    sources.write_text("".join(f"deb [arch={machine_arch}] {s}\n" for s in DEBIAN_SOURCES))
-    options = [
-        f"-oAPT::Architecture={machine_arch}", f"-oAPT::Architectures::={machine_arch}",
-        f"-oDir::State::Lists={state / 'lists'}", f"-oDir::State::status={state / 'status'}",
-        f"-oDir::Cache={state / 'cache'}", f"-oDir::Etc::SourceList={sources}",
-        f"-oDir::Etc::SourceParts={state / 'sources.list.d'}", "-oAPT::Sandbox::User=root",
-        "-oDebug::NoLocking=1", "-q",
-    ]  # fmt: skip
-    tool, *rest = args
-    done = subprocess.run([tool, *options, *rest], capture_output=True, text=True, cwd=cwd)
-    if done.returncode != 0:
-        raise ToolkitError(f"{tool} {' '.join(rest)} failed:\n{done.stdout}{done.stderr}")
-    return done.stdout
-
-
-def _debian_packages(
-    machine_arch: str, roots: tuple[str, ...], into: Path, closure: bool = True
-) -> list[Path]:
-    """Download `roots` and (`closure`) their dependencies, less DEBIAN_SKIP, into `into`."""
-    state = cache_dir() / f"apt-{machine_arch}"
-    if shutil.which("apt-get") is None:
-        raise ToolkitError("the emulated runs fetch Debian packages with apt-get: none here")
-    _apt(machine_arch, state, "apt-get", "update")
-    depends = _apt(machine_arch, state, "apt-cache", "depends", "--recurse", "--no-recommends",
-                   "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces",
-                   "--no-enhances", *roots) if closure else "\n".join(roots)  # fmt: skip
-    names = sorted(
-        {line.strip() for line in depends.splitlines() if line and not line.startswith(" ")}
-        - DEBIAN_SKIP
-    )
-    names = [n for n in names if not n.startswith("<")]  # virtual packages
-    into.mkdir(parents=True, exist_ok=True)
-    for old in into.glob("*.deb"):
-        old.unlink()
-    _apt(machine_arch, state, "apt-get", "download", *names, cwd=into)
-    return sorted(into.glob("*.deb"))
-
-
 def sysroot(machine: str) -> Path:
     """The cached sysroot with an emulated CPython (fetched once)."""
     root = cache_dir() / f"sysroot-{machine}"
@@ -139,7 +90,9 @@ def sysroot(machine: str) -> Path:
         return root
     staging = root.with_name(root.name + ".staging")
     shutil.rmtree(staging, ignore_errors=True)
-    debs = _debian_packages(DEBIAN_ARCH[machine], DEBIAN_ROOTS, staging.with_suffix(".debs"))
+    debs = debian_packages.fetch(
+        DEBIAN_ARCH[machine], DEBIAN_ROOTS, staging.with_suffix(".debs"), skip=DEBIAN_SKIP
+    )
     for deb in debs:
         with deb_data(deb) as data:
             data.extractall(staging, filter="tar")
@@ -167,7 +120,9 @@ def qemu(machine: str) -> Path:
         return Path(found)
     unpacked = cache_dir() / "qemu" / name
     if not unpacked.is_file():
-        fetched = _debian_packages("amd64", (QEMU_DEB,), cache_dir() / "qemu-debs", False)
+        fetched = debian_packages.fetch(
+            "amd64", (QEMU_DEB,), cache_dir() / "qemu-debs", closure=False
+        )
         (deb,) = [d for d in fetched if d.name.startswith(f"{QEMU_DEB}_")]
         with deb_data(deb) as data:
             member = data.extractfile(f"./usr/bin/{name}")
