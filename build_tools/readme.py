@@ -68,6 +68,8 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
                 f"{platform} (cross-built here): {torches} (emulated: import, doctor, "
                 "CPU subset; no GPU)"
             )
+    if cells and quick and build_matrix.has_cuda(v):
+        cells.append("(`--quick`: one CUDA arch built, not the lists above)")
     return "<br>".join(cells) or "not built here"
 
 
