@@ -124,9 +124,8 @@ def _local_default_variant() -> str:
     fetchable = ("pypi", "debian")
     pypi = MATRIX.variant(MATRIX.pypi_variant)
     parts = [MATRIX.variant(name) for name in pypi.parts]
-    if build_matrix.this_platform() in pypi.platforms and all(
-        p.toolkit_source in fetchable for p in parts
-    ):
+    native = [p for p in pypi.platforms if p not in pypi.cross]  # not cross-built here
+    if build_matrix.this_platform() in native and all(p.toolkit_source in fetchable for p in parts):
         return pypi.name
     default = MATRIX.variant(MATRIX.default_variant)
     return default.name if default.toolkit_source == "pypi" else "cpu"
@@ -240,7 +239,8 @@ def _repair(session: nox.Session, name: str) -> Path:
 @nox.session
 def repair(session: nox.Session) -> None:
     """auditwheel to manylinux (torch and CUDA excluded), then auditwheel show, abi3audit
-    --strict and check-wheel-contents."""
+    --strict, check-wheel-contents and build_tools/native_check.py; VARIANT-PLATFORM
+    repairs a cross-built wheel (universal-aarch64)."""
     args = _variant_args(session, [_local_default_variant()])
     for name in args.variants:
         _repair(session, name)
