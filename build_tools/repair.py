@@ -52,7 +52,8 @@ def repair(wheel: Path, dest: Path, plat: str) -> Path:
     # auditwheel offers --plat only for this machine's architecture; for a cross-built
     # wheel it takes the architecture from the file name and, with "auto", tags the
     # oldest policy the libraries satisfy. That tag's glibc must be within `plat`'s
-    # (check, below), and the wheel is retagged `plat`, the matrix's policy.
+    # (check, below), and `plat`, the matrix's policy, joins it (as auditwheel's own
+    # --plat does: manylinux_2_27_x86_64.manylinux_2_28_x86_64).
     cross = not plat.endswith("_" + build_matrix.this_platform())
     with tempfile.TemporaryDirectory() as scratch:
         excludes = [f"--exclude={pattern}" for pattern in EXCLUDED_LIBRARIES]
@@ -63,7 +64,7 @@ def repair(wheel: Path, dest: Path, plat: str) -> Path:
             found = [_glibc_of(tag) for tag in re.findall(r"manylinux_\d+_\d+_\w+", repaired.name)]
             if not found or max(found) > _glibc_of(plat):
                 raise SystemExit(f"auditwheel tagged {repaired.name}, beyond {plat}")
-            _run(sys.executable, "-m", "wheel", "tags", "--remove", f"--platform-tag={plat}",
+            _run(sys.executable, "-m", "wheel", "tags", "--remove", f"--platform-tag=+{plat}",
                  str(repaired))  # fmt: skip
             (repaired,) = Path(scratch).glob("*.whl")
         target = dest / repaired.name
