@@ -1,6 +1,7 @@
 """Build, repair, test, index and release-check wheelops: every step of the matrix, locally.
 
     nox -s build -- [VARIANT] [--arch-list LIST]   a variant's wheel -> dist/<variant>/
+    nox -s build -- universal-aarch64               cross-built here -> dist/universal-aarch64/
     nox -s repair -- [VARIANT]                      -> dist/repaired/<variant>/ + checks
     nox -s "test_wheel(variant=..., torch=...)"    the suite against that wheel (nox -l)
     nox -s index                                    site/whl/<variant>/ from the wheels
@@ -62,6 +63,12 @@ nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["lint", "static"]  # the long sessions run only when named
 
 MATRIX = build_matrix.load()
+# What a session builds: a variant's name (for this machine), or VARIANT-PLATFORM for a
+# platform the matrix's "cross" entry cross-builds it for here (universal-aarch64).
+TARGETS = {
+    **{v.name: (v, build_matrix.this_platform()) for v in MATRIX.variants},
+    **{f"{v.name}-{p}": (v, p) for v in MATRIX.variants for p in v.cross},
+}
 DIST = ROOT / "dist"
 REPAIRED = DIST / "repaired"
 SITE = ROOT / "site"
@@ -94,7 +101,7 @@ STATIC_TOOLS = [
 
 def _variant_args(session: nox.Session, default: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=f"nox -s {session.name} --")
-    parser.add_argument("variants", nargs="*", help=f"of {', '.join(MATRIX.names)}")
+    parser.add_argument("variants", nargs="*", help=f"of {', '.join(TARGETS)}")
     parser.add_argument("--arch-list", help="TORCH_CUDA_ARCH_LIST instead of the matrix's")
     parser.add_argument(
         "--quick",
@@ -104,8 +111,8 @@ def _variant_args(session: nox.Session, default: list[str]) -> argparse.Namespac
     args = parser.parse_args(session.posargs)
     args.variants = args.variants or default
     for name in args.variants:
-        if name not in MATRIX.names:
-            parser.error(f"unknown variant {name!r}: the matrix has {', '.join(MATRIX.names)}")
+        if name not in TARGETS:
+            parser.error(f"unknown variant {name!r}: the matrix has {', '.join(TARGETS)}")
     if args.quick and not args.arch_list:
         args.arch_list = QUICK_ARCH_LIST
     return args
@@ -120,9 +127,8 @@ def _local_default_variant() -> str:
     fetchable = ("pypi", "debian")
     pypi = MATRIX.variant(MATRIX.pypi_variant)
     parts = [MATRIX.variant(name) for name in pypi.parts]
-    if build_matrix.this_platform() in pypi.platforms and all(
-        p.toolkit_source in fetchable for p in parts
-    ):
+    native = [p for p in pypi.platforms if p not in pypi.cross]  # not cross-built here
+    if build_matrix.this_platform() in native and all(p.toolkit_source in fetchable for p in parts):
         return pypi.name
     default = MATRIX.variant(MATRIX.default_variant)
     return default.name if default.toolkit_source == "pypi" else "cpu"
@@ -158,17 +164,23 @@ def _install_torch(session: nox.Session, venv: Path | None, variant: str, torch:
 # ---------------------------------------------------------------- build
 
 
-def _build_wheel(session: nox.Session, variant_name: str, arch_list: str | None) -> Path:
-    variant = MATRIX.variant(variant_name)
+def _build_wheel(session: nox.Session, name: str, arch_list: str | None) -> Path:
+    """The wheel of a variant (for this machine) or VARIANT-PLATFORM (cross-built) in
+    dist/<name>/."""
+    variant, platform = TARGETS[name]
     # The same preparation as cibuildwheel's before-build: torch + the exact toolkit.
     session.run("python", "-m", "build_tools.build_env", variant.name)
     env = {"WHEELOPS_VARIANT": variant.name, "WHEELOPS_GIT_COMMIT": git_commit()}
+    if platform != build_matrix.this_platform():
+        # The cross compiler and the platform's pinned torch and CUDA runtime, fetched now.
+        session.run("python", "-m", "build_tools.cross_target", platform)
+        env["WHEELOPS_TARGET_PLATFORM"] = platform
     # --arch-list, else TORCH_CUDA_ARCH_LIST (the guard's source-build fix uses it), else
     # the matrix's list (for universal: each part's own).
     chosen = arch_list or os.environ.get("TORCH_CUDA_ARCH_LIST")
     if variant.cuda or (variant.parts and chosen):
         env["TORCH_CUDA_ARCH_LIST"] = chosen or variant.arch_list or ""
-    out_dir = DIST / variant.name
+    out_dir = DIST / name
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as build_dir:
@@ -186,10 +198,12 @@ def _build_wheel(session: nox.Session, variant_name: str, arch_list: str | None)
     (wheel,) = out_dir.glob("wheelops-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         facts = json.loads(archive.read("wheelops/_build_info.json"))
-    if f"+{variant.name}-cp310-abi3-" not in wheel.name:
-        session.error(f"{wheel.name} is not a cp310-abi3 wheel labelled +{variant.name}")
+    if f"+{variant.name}-cp310-abi3-" not in wheel.name or not wheel.name.endswith(
+        f"_{platform}.whl"
+    ):
+        session.error(f"{wheel.name} is not a cp310-abi3 {platform} wheel labelled +{variant.name}")
     built = [lib["cuda_version"] for lib in facts["cuda_libraries"]]
-    wanted = [MATRIX.variant(name).cuda for name in variant.parts] or [variant.cuda]
+    wanted = [MATRIX.variant(part).cuda for part in variant.parts] or [variant.cuda]
     if built != [cuda for cuda in wanted if cuda]:
         session.error(f"{wheel.name} holds CUDA libraries {built}, not {wanted}")
     libraries = ", ".join(
@@ -211,14 +225,17 @@ def build(session: nox.Session) -> None:
 # ---------------------------------------------------------------- repair
 
 
-def _repair(session: nox.Session, variant: str) -> Path:
-    wheels = sorted((DIST / variant).glob("wheelops-*.whl"))
+def _repair(session: nox.Session, name: str) -> Path:
+    wheels = sorted((DIST / name).glob("wheelops-*.whl"))
     if not wheels:
-        session.error(f"no wheel in dist/{variant}: run `nox -s build -- {variant}` first")
-    session.install("-r", str(ROOT / "build_tools" / "repair-requirements.txt"))
-    dest = REPAIRED / variant
+        session.error(f"no wheel in dist/{name}: run `nox -s build -- {name}` first")
+    # cuobjdump: build_tools/native_check.py reads each CUDA library's SASS and PTX.
+    session.install("-r", str(ROOT / "build_tools" / "repair-requirements.txt"),
+                    CUOBJDUMP_REQUIREMENT)  # fmt: skip
+    dest = REPAIRED / name
     shutil.rmtree(dest, ignore_errors=True)
-    session.run("python", "-m", "build_tools.repair", str(wheels[0]), str(dest))
+    session.run("python", "-m", "build_tools.repair", str(wheels[0]), str(dest),
+                "--plat", MATRIX.manylinux_tag(TARGETS[name][1]))  # fmt: skip
     (repaired,) = dest.glob("*.whl")
     return repaired
 
@@ -226,8 +243,10 @@ def _repair(session: nox.Session, variant: str) -> Path:
 @nox.session
 def repair(session: nox.Session) -> None:
     """auditwheel to manylinux (torch and CUDA excluded), then auditwheel show, abi3audit
-    --strict and check-wheel-contents."""
-    for name in _variant_args(session, [_local_default_variant()]).variants:
+    --strict, check-wheel-contents and build_tools/native_check.py; VARIANT-PLATFORM
+    repairs a cross-built wheel (universal-aarch64)."""
+    args = _variant_args(session, [_local_default_variant()])
+    for name in args.variants:
         _repair(session, name)
 
 
@@ -316,9 +335,27 @@ def _wait_for(url: str, seconds: float = 15.0) -> None:
             time.sleep(0.2)
 
 
-def _install_from_index(session: nox.Session, variant: str, torch: str, venv: Path) -> None:
-    """Serve site/ on loopback and `pip install wheelops --index-url .../whl/<variant>` into a
-    fresh venv that has torch from the normal registry; then import it and run an op."""
+# Run in a venv with wheelops installed: the label, an op, and the CUDA library that loaded
+# (the one of torch's CUDA major, where the wheel has one; none under a CPU-only torch).
+IMPORT_CHECK = (
+    "import importlib.metadata as m, torch, wheelops\n"
+    "from wheelops._compat import loader\n"
+    "assert m.version('wheelops').endswith('+{variant}'), m.version('wheelops')\n"
+    "x = torch.arange(6.0)\n"
+    "assert torch.equal(wheelops.add(x, x), 2 * x)\n"
+    "libs = loader.loaded()\n"
+    "major = (torch.version.cuda or '0').split('.')[0]\n"
+    "libraries = wheelops.build_info().cuda_libraries\n"
+    "want_cuda = any(str(lib.major) == major for lib in libraries)\n"
+    "assert (libs.cuda is not None) == want_cuda, libs\n"
+    "print('wheelops', m.version('wheelops'), 'under torch', torch.__version__, wheelops.__file__,"
+    " libs)\n"
+)
+
+
+@contextlib.contextmanager
+def _serving_site() -> Iterator[str]:
+    """site/ served on loopback while the block runs: yields the root URL of its whl/."""
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
@@ -326,26 +363,24 @@ def _install_from_index(session: nox.Session, variant: str, torch: str, venv: Pa
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        url = f"http://127.0.0.1:{port}/whl/{variant}"
+        yield f"http://127.0.0.1:{port}/whl"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _install_from_index(session: nox.Session, variant: str, torch: str, venv: Path) -> None:
+    """Serve site/ on loopback and `pip install wheelops --index-url .../whl/<variant>` into a
+    fresh venv that has torch from the normal registry; then import it and run an op."""
+    with _serving_site() as root:
+        url = f"{root}/{variant}"
         _wait_for(f"{url}/wheelops/")
         _install_torch(session, venv, variant, torch)
         # --isolated: pip's own configuration (extra indexes, find-links) must not supply
         # wheelops; torch is already installed, so the index alone must satisfy it.
         session.run(str(venv / "bin" / "pip"), "install", "--isolated", "--index-url", url,
                     "wheelops", external=True)  # fmt: skip
-        check = (
-            "import importlib.metadata as m, torch, wheelops\n"
-            "from wheelops._compat import loader\n"
-            f"assert m.version('wheelops').endswith('+{variant}'), m.version('wheelops')\n"
-            "x = torch.arange(6.0)\n"
-            "assert torch.equal(wheelops.add(x, x), 2 * x)\n"
-            "libs = loader.loaded()\n"
-            "major = (torch.version.cuda or '0').split('.')[0]\n"
-            "libraries = wheelops.build_info().cuda_libraries\n"
-            "want_cuda = any(str(lib.major) == major for lib in libraries)\n"
-            "assert (libs.cuda is not None) == want_cuda, libs\n"
-            "print('from the index:', m.version('wheelops'), wheelops.__file__, libs)\n"
-        )
+        check = IMPORT_CHECK.format(variant=variant)
         with _outside_checkout(session):
             session.run(str(venv / "bin" / "python"), "-c", check, external=True)
             # uv, too: its resolver reads the same PEP 503 pages its own way.
@@ -354,9 +389,69 @@ def _install_from_index(session: nox.Session, variant: str, torch: str, venv: Pa
                         "--reinstall", "--no-deps", "--index-url", url, "wheelops",
                         env={"UV_NO_CONFIG": "1"})  # fmt: skip
             session.run(str(venv / "bin" / "python"), "-c", check, external=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- emulated
+
+# The CPU tests CI runs under emulation (qemu-user: each test process imports torch in
+# tens of seconds, a test runs tens of times slower): the build facts, links and the
+# library the loader chose (test_build), one op's whole spec (test_add). `nox -s emulated
+# -- ... --all` runs the whole suite.
+EMULATED_SUBSET = ("tests/test_build.py", "tests/test_add.py")
+EMULATED_TEST_REQUIREMENTS = ["pytest>=8", "expecttest", "numpy", "hypothesis>=6.100"]
+
+
+def _emulated_venv(
+    session: nox.Session, platform: str, torch: str, where: Path, *install: str
+) -> Path:
+    """A fresh venv of an emulated CPython for `platform` with that PyPI torch, and
+    `install` (emulation.py's options: --wheel W, --index-url U, --with REQ...)."""
+    session.chdir(ROOT)
+    session.run("python", "-m", "build_tools.emulation", "venv", platform, str(where),
+                "--torch", torch, *install)  # fmt: skip
+    return where / "bin" / "python"
+
+
+def _test_emulated(
+    session: nox.Session, target: str, torch: str, tests: tuple[str, ...], venv: Path
+) -> Path:
+    """The repaired cross-built wheel in a fresh emulated venv under that torch: the doctor
+    (it exits non-zero where the install cannot serve), then the tests (the GPU ones skip).
+    Returns the venv's python."""
+    _, platform = TARGETS[target]
+    python = _emulated_venv(session, platform, torch, venv, "--wheel",
+                            str(_installed_wheel(target)), "--with",
+                            *EMULATED_TEST_REQUIREMENTS)  # fmt: skip
+    with _outside_checkout(session):
+        session.run(str(python), "-m", "wheelops", external=True)
+        session.run(
+            str(python), "-m", "pytest", *(str(ROOT / t) for t in tests), "-ra", "-q",
+            "-p", "no:cacheprovider", "--durations=10", "-m", "not gpu",
+            env={"WHEELOPS_TEST_INSTALLED": "1", "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED)},
+            external=True,
+        )  # fmt: skip
+    return python
+
+
+@nox.session
+def emulated(session: nox.Session) -> None:
+    """A cross-built wheel (dist/repaired/<variant>-<platform>) under emulation with each
+    torch its platform is tested with (the matrix's "cross" entry): the CI subset, or
+    with --all the whole suite (hours under qemu)."""
+    parser = argparse.ArgumentParser(prog="nox -s emulated --")
+    cross = [name for name, (_, p) in TARGETS.items() if p != build_matrix.this_platform()]
+    parser.add_argument("target", nargs="?", choices=cross, default=cross[0])
+    parser.add_argument("--torch", action="append", help="one of the platform's torches")
+    parser.add_argument("--all", action="store_true", help="the whole suite")
+    args = parser.parse_args(session.posargs)
+    spec, platform = TARGETS[args.target]
+    torches = args.torch or list(spec.cross_torch(platform))
+    if not set(torches) <= set(spec.cross_torch(platform)):
+        parser.error(f"{args.target} is tested with {spec.cross_torch(platform)}")
+    tests = ("tests",) if args.all else EMULATED_SUBSET
+    for torch in torches:
+        with tempfile.TemporaryDirectory() as scratch:  # a CUDA torch's venv: 4.6 GB
+            _test_emulated(session, args.target, torch, tests, Path(scratch) / "venv")
 
 
 # ---------------------------------------------------------------- end to end
@@ -381,17 +476,66 @@ def _table(rows: list[RowResult]) -> str:
     return "\n".join(lines)
 
 
+def _run_cross_row(
+    session: nox.Session, target: str, args: argparse.Namespace, rows: list[RowResult]
+) -> None:
+    """A platform the variant is cross-built for here: build, repair + checks, the CPU
+    subset under emulation with each of its torches, and pip install from the index
+    into an emulated venv."""
+    spec, platform = TARGETS[target]
+    variant, torches = spec.name, spec.cross_torch(platform)
+    name = f"{variant} {platform}"
+    build_row = RowResult(f"{name} build ({args.arch_list or 'the matrix arch lists'})")
+    rows.append(build_row)
+    steps, started = 3 + len(torches), time.monotonic()
+
+    def step(number: int, what: str) -> None:
+        session.log(f"[{name} {number}/{steps}] {what} ({time.monotonic() - started:.0f} s in)")
+
+    step(1, "cross-build")
+    _build_wheel(session, target, args.arch_list)
+    build_row.build_s = time.monotonic() - started
+    step(2, "repair: auditwheel, abi3audit --strict, check-wheel-contents, native checks")
+    repaired = _repair(session, target)
+    build_row.wheel, build_row.size_mb = repaired.name, repaired.stat().st_size / 2**20
+    build_row.result = "ok: repaired and checked"
+    with tempfile.TemporaryDirectory() as scratch:
+        for number, torch in enumerate(torches, start=3):
+            step(number, f"emulated: the doctor and the CPU subset under torch {torch}")
+            row = RowResult(f"{name} emulated torch {torch}", repaired.name, build_row.size_mb)
+            rows.append(row)
+            shutil.rmtree(Path(scratch) / "venv", ignore_errors=True)  # 4.6 GB under CUDA
+            python = _test_emulated(session, target, torch, EMULATED_SUBSET,
+                                    Path(scratch) / "venv")  # fmt: skip
+            row.result = "ok: doctor, CPU subset passed (qemu)"
+        step(steps, "index: generate, serve on 127.0.0.1, pip install into the emulated venv")
+        session.run("python", "-m", "build_tools.index", str(REPAIRED), "--out", str(SITE))
+        row = RowResult(f"{name} pip install from index", repaired.name, build_row.size_mb)
+        rows.append(row)
+        with _serving_site() as root:
+            url = f"{root}/{variant}"
+            _wait_for(f"{url}/wheelops/")
+            session.run("python", "-m", "build_tools.emulation", "install", platform,
+                        str(Path(scratch) / "venv"), "--index-url", url)  # fmt: skip
+            with _outside_checkout(session):
+                session.run(str(python), "-c", IMPORT_CHECK.format(variant=variant),
+                            external=True)  # fmt: skip
+        row.result = f"ok: pip took the {platform} wheel, imported, ran wheelops.add (qemu)"
+    session.log(f"[{name}] row done in {time.monotonic() - started:.0f} s")
+
+
 def _run_row(
     session: nox.Session, variant: str, args: argparse.Namespace, rows: list[RowResult]
 ) -> None:
+    if TARGETS[variant][1] != build_matrix.this_platform():
+        _run_cross_row(session, variant, args, rows)
+        return
     spec = MATRIX.variant(variant)
-    torches = [*spec.quick_torch, spec.smoke_torch] if args.quick else list(spec.torch)
+    torches = build_matrix.e2e_torches(MATRIX, spec, args.quick)
     # "newest" (PyPI's newest torch) is tested unless the row tests that release already.
     if NEWEST in torches and resolve(NEWEST) in torches:
         session.log(f"[{variant}] the newest torch on PyPI, {resolve(NEWEST)}, is in the row")
         torches.remove(NEWEST)
-    if spec.cuda or spec.parts:
-        torches.append(f"{MATRIX.variant('cpu').smoke_torch}+cpu")
     arch = args.arch_list or spec.arch_list
     build_row = RowResult(f"{variant} build ({arch})" if spec.cuda else f"{variant} build")
     rows.append(build_row)

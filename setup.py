@@ -12,9 +12,12 @@ from build_tools.plan import plan_build
 from build_tools.version import wheel_version
 
 plan = plan_build()
+wheel_options = {"py_limited_api": PY_LIMITED_API}
+if plan.target is not None:  # a cross build: the wheel is tagged for its platform
+    wheel_options["plat_name"] = plan.target.wheel_platform
 setup(
     version=wheel_version(),
     ext_modules=extensions(plan),
     cmdclass={"build_ext": build_ext_command(plan), "bdist_wheel": bdist_wheel_command(plan)},
-    options={"bdist_wheel": {"py_limited_api": PY_LIMITED_API}},
+    options={"bdist_wheel": wheel_options},
 )

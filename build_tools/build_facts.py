@@ -53,9 +53,10 @@ def wheelops_version() -> str:
     return text.split("=", 1)[1].strip().strip("\"'")
 
 
-def compiler() -> str:
-    """The C++ compiler's path and version, as setuptools and torch's JIT pick it."""
-    command = os.environ.get("CXX", "c++")
+def compiler(command: str | None = None) -> str:
+    """The C++ compiler's path and version: `command` (a cross compiler), else the one
+    setuptools and torch's JIT pick."""
+    command = command or os.environ.get("CXX", "c++")
     return f"{command}: {_first_line([command, '--version'])}"
 
 
@@ -91,16 +92,19 @@ def collect(
     libraries: Sequence[Path],
     built_as: str | None = None,
     dev_mode: bool = False,
+    cross: tuple[str, str] | None = None,
 ) -> _facts.BuildInfo:
     """`libraries`: every native library built, as the package will hold them (their
-    sha256 is recorded by file name)."""
+    sha256 is recorded by file name). `cross`: (platform, compiler) of a cross build; else
+    this machine's."""
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     return _facts.BuildInfo(
         wheelops_version=wheelops_version(),
         torch_version=torch_version,
         stable_abi_floor=STABLE_ABI_FLOOR,
         python_floor=PYTHON_FLOOR,
-        compiler=compiler(),
-        platform=sysconfig.get_platform().replace("-", "_").replace(".", "_"),
+        compiler=compiler(cross[1] if cross else None),
+        platform=cross[0] if cross else platform,
         git_commit=git_commit(),
         cpu_library=cpu_library,
         cuda_libraries=tuple(

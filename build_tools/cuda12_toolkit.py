@@ -126,29 +126,35 @@ def _fetch_deb(pin: Pinned, downloads: Path) -> Path:
     return path
 
 
-def _fetch_wheels(downloads: Path) -> list[Path]:
-    paths = [downloads / pin.location for pin in WHEELS]
-    if all(_verified(p, pin) for p, pin in zip(paths, WHEELS, strict=True)):
+def fetch_wheels(
+    pins: tuple[Pinned, ...],
+    downloads: Path,
+    platforms: tuple[str, ...] = ("manylinux2014_x86_64",),
+    python_version: str = "3.10",
+) -> list[Path]:
+    """The pinned wheels, hash-checked by pip, in `downloads` (fetched where missing)."""
+    paths = [downloads / pin.location for pin in pins]
+    if all(_verified(p, pin) for p, pin in zip(paths, pins, strict=True)):
         return paths
     requirements = downloads / "requirements.txt"
     requirements.write_text(
-        "".join(f"{pin.name}=={pin.version} --hash=sha256:{pin.sha256}\n" for pin in WHEELS)
+        "".join(f"{pin.name}=={pin.version} --hash=sha256:{pin.sha256}\n" for pin in pins)
     )
     done = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "--platform=manylinux2014_x86_64", "--python-version=3.10", "--require-hashes",
-         "-r", str(requirements), "-d", str(downloads)],
+         *[f"--platform={name}" for name in platforms], f"--python-version={python_version}",
+         "--require-hashes", "-r", str(requirements), "-d", str(downloads)],
         capture_output=True, text=True,
     )  # fmt: skip
     if done.returncode != 0:
-        names = ", ".join(f"{pin.name}=={pin.version}" for pin in WHEELS)
+        names = ", ".join(f"{pin.name}=={pin.version}" for pin in pins)
         raise ToolkitError(
             f"could not fetch {names} from the package index:\n{done.stderr[-2000:]}"
         )
     return paths
 
 
-def _deb_data(deb: Path) -> tarfile.TarFile:
+def deb_data(deb: Path) -> tarfile.TarFile:
     """The data.tar.* member of a .deb (an ar archive), opened."""
     blob = deb.read_bytes()
     if not blob.startswith(b"!<arch>\n"):
@@ -169,7 +175,7 @@ def _assemble(root: Path, debs: list[Path], wheels: list[Path]) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     unpacked = staging / "unpacked"
     for deb in debs:
-        with _deb_data(deb) as data:
+        with deb_data(deb) as data:
             data.extractall(unpacked, filter="tar")
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as archive:
@@ -212,7 +218,7 @@ def provide() -> CudaToolkit:
         downloads = cache_dir() / "downloads"
         downloads.mkdir(parents=True, exist_ok=True)
         debs = [_fetch_deb(pin, downloads) for pin in DEBS]
-        _assemble(root, debs, _fetch_wheels(downloads))
+        _assemble(root, debs, fetch_wheels(WHEELS, downloads))
         stamp.write_text(ORIGIN + "\n")
     version = nvcc_version(root / "bin/nvcc")
     if not version.startswith(RELEASE + "."):

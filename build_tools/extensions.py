@@ -15,6 +15,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 from build_tools import (
     build_facts,
+    cpu_library,
     cublaslt,
     cuda_library,
     cxx_runtime,
@@ -77,8 +78,15 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
         def run(self) -> None:
             if plan.toolkit is not None:
                 flags.use_toolkit(plan.toolkit)
-            super().run()
             cpu = next(e for e in self.extensions if e.name.endswith("_ops_cpu"))
+            if plan.target is None:
+                super().run()
+            else:  # setuptools compiles for this machine only: built here, for the target
+                cpu_library.build(
+                    plan.target,
+                    Path(self.get_ext_fullpath(cpu.name)),
+                    Path(self.build_temp) / "_ops_cpu",
+                )
             package = Path(self.get_ext_fullpath(cpu.name)).parent  # where the others go too
             built = [Path(self.get_ext_fullpath(ext.name)) for ext in self.extensions]
             cuda = []
@@ -89,9 +97,13 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
             for toolkit, archs in plan.other_cuda:
                 name = cpu_file.replace("_ops_cpu", cuda_module(toolkit), 1)  # same tag
                 work = Path(self.build_temp) / cuda_module(toolkit)
-                built.append(cuda_library.build(toolkit, archs, package / name, work))
+                built.append(cuda_library.build(toolkit, archs, package / name, work, plan.target))
                 cuda.append(build_facts.BuiltCudaLibrary(name, toolkit, archs))
-            runtime = cxx_runtime.check_libraries(built, build_facts.compiler())
+            cross = None
+            if plan.target is not None:
+                cross = (plan.target.wheel_platform, str(plan.target.cxx))
+            compiler = build_facts.compiler(cross[1] if cross else None)
+            runtime = cxx_runtime.check_libraries(built, compiler)
             facts = build_facts.collect(
                 plan.torch_version,
                 cpu_file,
@@ -99,6 +111,7 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
                 runtime,
                 built,
                 built_as=plan.variant,
+                cross=cross,
             )
             targets = [Path(self.build_lib) / PACKAGE]
             if self.inplace:

@@ -18,10 +18,10 @@ import argparse
 import json
 import platform
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from build_tools.compat import matrix as _model
 
@@ -40,6 +40,19 @@ class Variant(_model.Variant):
     # torch releases a quick run tests besides smoke_torch; "newest": PyPI's newest, resolved
     # when the run starts (build_tools/torch_install.py)
     quick_torch: tuple[str, ...] = ()
+    # Platforms built on x86_64 by cross-compilation (build_tools/cross_target.py) and run
+    # here under emulation (build_tools/emulation.py): each with its parts' arch lists
+    # there and the torch releases its CPU path is tested with, emulated:
+    # {"aarch64": {"arch_lists": {"cu130": "8.0;...+PTX"}, "torch": ["2.10.0", ...]}}
+    cross: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+
+    def part_arch_list(self, part: str, platform: str) -> str | None:
+        """A part's arch list in this wheel on `platform` (None: the part's own)."""
+        return self.cross.get(platform, {}).get("arch_lists", {}).get(part)
+
+    def cross_torch(self, platform: str) -> tuple[str, ...]:
+        """The torch releases a cross-built platform's wheel is tested with, emulated."""
+        return tuple(self.cross.get(platform, {}).get("torch", ()))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +159,16 @@ def has_cuda(v: Variant) -> bool:
     return bool(v.cuda or v.parts)
 
 
+def e2e_torches(matrix: Matrix, v: Variant, quick: bool) -> list[str]:
+    """The torch releases `nox -s e2e` tests a variant's wheel with on this platform: all
+    of its own (a quick run: its quick ones and smoke_torch), and for a CUDA wheel the CPU
+    variant's smoke torch's CPU-only build too ("2.13.0+cpu")."""
+    torches = [*v.quick_torch, v.smoke_torch or ""] if quick else list(v.torch)
+    if has_cuda(v):
+        torches.append(f"{matrix.variant('cpu').smoke_torch}+cpu")
+    return [t for t in torches if t]
+
+
 def test_cells(matrix: Matrix) -> list[tuple[str, str]]:
     """(variant, torch) pairs whose wheel is tested on CPU: each wheel under each of its
     torch releases, and each CUDA wheel under a CPU-only torch ("X.Y.Z+cpu"), where it
@@ -157,14 +180,24 @@ def test_cells(matrix: Matrix) -> list[tuple[str, str]]:
 
 
 def github_matrices(matrix: Matrix) -> dict[str, list[dict[str, str]]]:
-    """Job matrices for wheels.yml: one build per variant x platform, one CPU test per
-    test cell (on x86_64), one GPU test per CUDA variant."""
+    """Job matrices for wheels.yml: one build per variant x platform (in its image with
+    cibuildwheel, or cross-built by `nox -s build repair -- VARIANT-PLATFORM`), one CPU
+    test per test cell (on x86_64), one GPU test per CUDA variant."""
     build = [
         {
             "variant": v.name,
             "platform": arch,
             "runner": RUNNERS[arch],
             "image": matrix.image(v.name, arch),
+            "cross": False,
+        }
+        if arch not in v.cross
+        else {  # cross-built on x86_64 by nox (its "cross" entry): no image, no cibuildwheel
+            "variant": v.name,
+            "platform": arch,
+            "runner": RUNNERS["x86_64"],
+            "target": f"{v.name}-{arch}",
+            "cross": True,
         }
         for v in wheels(matrix)
         for arch in v.platforms

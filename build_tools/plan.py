@@ -9,6 +9,11 @@ archive, see cuda12_toolkit.py). Without it,
 WHEELOPS_CUDA=auto (default) builds CUDA kernels exactly when the build torch
 is a CUDA build, and then requires the matched toolkit; =1 requires CUDA;
 =0 builds the CPU library only.
+
+WHEELOPS_TARGET_PLATFORM (set by `nox -s build -- universal --platform aarch64`) names
+a platform the universal variant cross-builds for (its "cross" entry in the matrix): all
+its libraries are then built by build_tools/cpu_library.py and cuda_library.py with
+that platform's compiler, torch and CUDA runtime (build_tools/cross_target.py).
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from dataclasses import dataclass
 
 from build_tools import matrix
 from build_tools.arch_list import ArchList, arch_list_for
+from build_tools.cross_target import CrossTarget
 from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, find_toolkit
+
+TARGET_PLATFORM_ENV = "WHEELOPS_TARGET_PLATFORM"
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,8 @@ class BuildPlan:
     variant: str | None = None  # WHEELOPS_VARIANT
     # CUDA libraries of other majors (universal): built by build_tools/cuda_library.py
     other_cuda: tuple[tuple[CudaToolkit, ArchList], ...] = ()
+    # A cross build: every library is built outside setuptools, for this platform.
+    target: CrossTarget | None = None
 
 
 def plan_build() -> BuildPlan:
@@ -39,6 +49,15 @@ def plan_build() -> BuildPlan:
         raise SystemExit(f"WHEELOPS_CUDA must be auto, 0 or 1 (got {mode!r})")
     torch_cuda = torch.version.cuda if getattr(torch.version, "hip", None) is None else None
     variant = _requested_variant()
+    target = os.environ.get(TARGET_PLATFORM_ENV, "").strip()
+    if target and target != matrix.this_platform():
+        if variant is None or target not in variant.cross:
+            raise SystemExit(
+                f'{TARGET_PLATFORM_ENV}={target}: only a variant with a "cross" entry for '
+                f"{target} in wheelops/matrix.json is cross-built (WHEELOPS_VARIANT="
+                f"{variant.name if variant else ''})"
+            )
+        return _cross_plan(variant, target, torch.__version__)
     if variant is not None and variant.parts:
         return _universal_plan(variant, torch.__version__, torch_cuda)
     if variant is not None:
@@ -92,6 +111,31 @@ def _universal_plan(
     except ToolkitError as err:
         raise SystemExit(f"wheelops build: {err}") from err
     return BuildPlan(torch_version, toolkit, archs, variant.name, tuple(others))
+
+
+def _cross_plan(variant: matrix.Variant, platform: str, torch_version: str) -> BuildPlan:
+    """Every part's CUDA library with its own toolkit and this platform's arch list."""
+    from build_tools import cross_target, cuda12_toolkit
+
+    model = matrix.load()
+    try:
+        target = cross_target.provide(platform)
+        libraries = []
+        for part in (model.variant(name) for name in variant.parts):
+            cuda = part.cuda or ""
+            spec = variant.part_arch_list(part.name, platform) or part.arch_list
+            toolkit = (
+                cuda12_toolkit.provide() if part.toolkit_source == "debian" else find_toolkit(cuda)
+            )
+            libraries.append((toolkit, arch_list_for(cuda, spec)))
+    except ToolkitError as err:
+        raise SystemExit(f"wheelops build: {err}") from err
+    if target.torch_version != torch_version.split("+")[0]:
+        raise SystemExit(
+            f"wheelops build: the {platform} torch is {target.torch_version}, the build torch "
+            f"{torch_version}: make build_tools/cross_target.py pin the matrix's build torch"
+        )
+    return BuildPlan(torch_version, None, None, variant.name, tuple(libraries), target)
 
 
 def _requested_variant() -> matrix.Variant | None:

@@ -8,6 +8,7 @@ python -m build_tools.readme --check  # exit 1 if README.md is out of date (a te
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from build_tools import matrix as build_matrix
 from build_tools import troubleshooting
 from build_tools.compat import archs as _archs
 from build_tools.matrix import wheels as build_wheels
+from build_tools.torch_install import NEWEST
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+CI_SCRIPT = README.parent / ".ci" / "run"  # the README's test command (a test checks)
 SECTIONS = ("matrix tables", "troubleshooting tables")
 
 # Representative GPUs per compute capability, for people who know their GPU's name.
@@ -32,6 +35,7 @@ GPUS = {
     (9, 0): "H100, H200, GH200",
     (10, 0): "B200, GB200",
     (10, 3): "B300, GB300",
+    (11, 0): "Jetson Thor (JetPack 7)",
     (12, 0): "RTX 50xx, RTX PRO 6000",
     (12, 1): "DGX Spark (GB10)",
 }
@@ -43,51 +47,108 @@ def _install(matrix: build_matrix.Matrix, name: str, index_url: str) -> str:
     return f"`pip install wheelops --index-url {index_url}/{name}`"
 
 
+def ci_rows(script: Path = CI_SCRIPT) -> tuple[list[str], bool]:
+    """The rows (nox targets) .ci/run's `nox -s e2e` runs, and whether with --quick."""
+    command = script.read_text().strip().splitlines()[-1]
+    match = re.search(r"\be2e -- ([^&;|]*)", command)
+    words = match.group(1).split() if match else []
+    return [w for w in words if not w.startswith("-")], "--quick" in words
+
+
+def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
+    """What CI here builds and tests of a variant, per platform (from .ci/run)."""
+    rows, quick = ci_rows()
+    cells = []
+    if v.name in rows:
+        torches = [
+            "the newest on PyPI when CI runs" if t == NEWEST else t
+            for t in build_matrix.e2e_torches(matrix, v, quick)
+        ]
+        cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} (the suite)")
+    for platform in v.cross:
+        if f"{v.name}-{platform}" in rows:
+            torches = ", ".join(v.cross_torch(platform))
+            cells.append(
+                f"{platform} (cross-built here): {torches} (emulated: import, doctor, "
+                "CPU subset; no GPU)"
+            )
+    if cells and quick and build_matrix.has_cuda(v):
+        cells.append("(`--quick`: one CUDA arch built, not the lists above)")
+    return "<br>".join(cells) or "not built here"
+
+
 def variants_table(matrix: build_matrix.Matrix, index_url: str) -> str:
     rows = [
-        "| variant | for torch built with | toolkit | GPU code (SASS; PTX) | tested with torch "
-        "| platforms | install |",
+        "| variant | for torch built with | toolkit | GPU code (SASS; PTX) | built and tested "
+        "by CI here (`.ci/run`) | release workflow plans (checked statically, never run) "
+        "| install |",
         "|---|---|---|---|---|---|---|",
     ]
     sources = {"pypi": "PyPI", "image": "image", "debian": "Debian"}
 
+    def code_of(arch_list: str) -> str:
+        archs = _archs.parse_arch_list(arch_list)
+        return f"{', '.join(archs.sass)}; {', '.join(archs.ptx) or 'none'}"
+
     def described(v: build_matrix.Variant) -> tuple[str, str, str]:
         if v.parts:
             parts = [described(matrix.variant(name)) for name in v.parts]
+            native = ", ".join(p for p in v.platforms if p not in v.cross)
+            code = [
+                f"{native + ', ' if v.cross else ''}CUDA {matrix.variant(name).cuda}: {part_code}"
+                for name, (_, _, part_code) in zip(v.parts, parts, strict=True)
+            ]
+            for platform in v.cross:  # the platform's own lists, where it has them
+                code += [
+                    f"{platform}, CUDA {matrix.variant(name).cuda}: {code_of(spec)}"
+                    for name in v.parts
+                    if (spec := v.part_arch_list(name, platform))
+                ]
             return (
                 "any: CPU, or CUDA " + " or ".join(matrix.variant(n).cuda or "" for n in v.parts)
                 + " (the library of torch's CUDA major loads)",
                 "<br>".join(toolkit for _, toolkit, _ in parts),
-                "<br>".join(
-                    f"CUDA {matrix.variant(name).cuda}: {code}"
-                    for name, (_, _, code) in zip(v.parts, parts, strict=True)
-                ),
+                "<br>".join(code),
             )  # fmt: skip
         if not v.arch_list:
             return "CPU only (any torch)", "-", "-"
-        archs = _archs.parse_arch_list(v.arch_list)
-        code = f"{', '.join(archs.sass)}; {', '.join(archs.ptx) or 'none'}"
+        code = code_of(v.arch_list)
         return f"CUDA {v.cuda}", f"{v.toolkit} ({sources[v.toolkit_source or '']})", code
 
     for v in build_wheels(matrix):
         cuda, toolkit, code = described(v)
         install = _install(matrix, v.name, index_url)
+        plan = f"{', '.join(v.platforms)}: torch {', '.join(v.torch)}"
         rows.append(
             f"| `{v.name}` | {cuda} | {toolkit} | {code} "
-            f"| {', '.join(v.torch)} | {', '.join(v.platforms)} | {install} |"
+            f"| {tested_here(matrix, v)} | {plan} | {install} |"
         )
     return "\n".join(rows)
 
 
 def gpu_table(matrix: build_matrix.Matrix) -> str:
-    cuda_variants = [v for v in matrix.variants if v.arch_list]
-    names = [f"`{v.name}`" if v.index else f"`{v.name}` (in `universal`)" for v in cuda_variants]
-    header = "| compute capability | GPUs | " + " | ".join(names)
-    rows = [header + " |", "|---|---|" + "---|" * len(cuda_variants)]
+    def holder(part: str) -> str:  # "in `universal`, x86_64": the wheel and its platforms
+        v = next(v for v in matrix.variants if part in v.parts)
+        return f"in `{v.name}`, {', '.join(p for p in v.platforms if p not in v.cross)}"
+
+    columns = [
+        (f"`{v.name}`" if v.index else f"`{v.name}` ({holder(v.name)})", v.arch_list)
+        for v in matrix.variants
+        if v.arch_list
+    ]
+    columns += [  # a cross-built platform's own lists
+        (f"`{part}` (in `{v.name}`, {platform})", spec)
+        for v in matrix.variants
+        for platform in v.cross
+        for part in v.parts
+        if (spec := v.part_arch_list(part, platform))
+    ]
+    header = "| compute capability | GPUs | " + " | ".join(name for name, _ in columns)
+    rows = [header + " |", "|---|---|" + "---|" * len(columns)]
     for capability, gpus in GPUS.items():
         cells = []
-        for v in cuda_variants:
-            archs = _archs.parse_arch_list(v.arch_list)
+        for _, arch_list in columns:
+            archs = _archs.parse_arch_list(arch_list)
             kernel = _archs.kernel_for(archs.sass, archs.ptx, capability)
             cells.append(kernel.replace(" (JIT)", ", JIT") if kernel else "no")
         rows.append(f"| {capability[0]}.{capability[1]} | {gpus} | " + " | ".join(cells) + " |")

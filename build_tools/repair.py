@@ -6,8 +6,11 @@ auditwheel retags the wheel for the matrix's manylinux policy without vendoring
 anything: torch's libraries and the CUDA runtime come from the user's torch, so
 bundling a second copy would load two of each. Then `auditwheel show` must
 confirm the tag, `abi3audit --strict` that the libraries keep to the stable
-Python ABI of cp310-abi3, `check-wheel-contents` that the layout is sound, and the
-CycloneDX schema that the SBOM the build wrote is valid (build_tools/sbom.py).
+Python ABI of cp310-abi3, `check-wheel-contents` that the layout is sound,
+build_tools/native_check.py each library's platform, NEEDED, SASS and PTX, and the
+CycloneDX schema that the SBOM the build wrote is valid (build_tools/sbom.py). A
+cross-built wheel (--plat manylinux_2_28_aarch64) is repaired and checked here too:
+these tools read ELF files, whatever the host.
 Needs build_tools/repair-requirements.txt installed.
 """
 
@@ -48,11 +51,24 @@ def _run(*args: str) -> str:
 
 def repair(wheel: Path, dest: Path, plat: str) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
+    # auditwheel offers --plat only for this machine's architecture; for a cross-built
+    # wheel it takes the architecture from the file name and, with "auto", tags the
+    # oldest policy the libraries satisfy. That tag's glibc must be within `plat`'s
+    # (check, below), and `plat`, the matrix's policy, joins it (as auditwheel's own
+    # --plat does: manylinux_2_27_x86_64.manylinux_2_28_x86_64).
+    cross = not plat.endswith("_" + build_matrix.this_platform())
     with tempfile.TemporaryDirectory() as scratch:
         excludes = [f"--exclude={pattern}" for pattern in EXCLUDED_LIBRARIES]
-        _run(sys.executable, "-m", "auditwheel", "repair", f"--plat={plat}", *excludes,
-             f"--wheel-dir={scratch}", str(wheel))  # fmt: skip
+        _run(sys.executable, "-m", "auditwheel", "repair", f"--plat={'auto' if cross else plat}",
+             *excludes, f"--wheel-dir={scratch}", str(wheel))  # fmt: skip
         (repaired,) = Path(scratch).glob("*.whl")
+        if cross and plat not in repaired.name:
+            found = [_glibc_of(tag) for tag in re.findall(r"manylinux_\d+_\d+_\w+", repaired.name)]
+            if not found or max(found) > _glibc_of(plat):
+                raise SystemExit(f"auditwheel tagged {repaired.name}, beyond {plat}")
+            _run(sys.executable, "-m", "wheel", "tags", "--remove", f"--platform-tag=+{plat}",
+                 str(repaired))  # fmt: skip
+            (repaired,) = Path(scratch).glob("*.whl")
         target = dest / repaired.name
         target.unlink(missing_ok=True)
         repaired.replace(target)
@@ -73,6 +89,7 @@ def check(wheel: Path, plat: str) -> None:
     _check_library_hashes(wheel)
     _run(sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel))
     _run(sys.executable, "-m", "check_wheel_contents", str(wheel))
+    _run(sys.executable, "-m", "build_tools.native_check", str(wheel))
     try:
         sbom.validate(sbom.read(wheel))
     except sbom.SbomError as err:

@@ -240,6 +240,13 @@ IN_THE_REPORT = [
     Situation("no NVIDIA driver: CPU tensors work", gpus=(), driver=None, check="CUDA driver"),
     Situation("the driver is too old for torch's CUDA", gpus=(), driver="12.8"),
     Situation(
+        "the aarch64 wheel on a Jetson with L4T before JetPack 7 (integrated GPU, another "
+        "CUDA platform): CPU tensors work",
+        build=replace(UNIVERSAL, platform="linux_aarch64"),
+        runtime=replace(HERE, machine="aarch64", l4t="R36 (release), REVISION: 4.3"),
+        check="platform",
+    ),
+    Situation(
         "a GPU the build has no kernel for: its first op raises UnsupportedGPUError",
         build=replace(
             BUILD,

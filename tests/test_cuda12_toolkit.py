@@ -48,11 +48,11 @@ def _deb(members: dict[str, bytes]) -> bytes:
 def test_the_deb_reader_unpacks_the_data_member(tmp_path):
     deb = tmp_path / "x.deb"
     deb.write_bytes(_deb({"usr/bin/nvcc": b"ELF", "usr/include/cuda.h": b"#pragma once\n"}))
-    with cuda12_toolkit._deb_data(deb) as data:
+    with cuda12_toolkit.deb_data(deb) as data:
         assert sorted(data.getnames()) == ["./usr/bin/nvcc", "./usr/include/cuda.h"]
     (tmp_path / "not.deb").write_bytes(b"garbage")
     with pytest.raises(ToolkitError, match="is not a Debian package"):
-        cuda12_toolkit._deb_data(tmp_path / "not.deb")
+        cuda12_toolkit.deb_data(tmp_path / "not.deb")
 
 
 @x86_64_only

@@ -271,7 +271,8 @@ def test_a_wheel_whose_record_does_not_match_installs_and_the_doctor_names_it(tm
     """pip installs a wheel whose files differ from its RECORD without a word (it does not
     check the hashes); the doctor reads the installed files back and names the one."""
     wheelhouse = os.environ.get("WHEELOPS_TEST_WHEELHOUSE")
-    pattern = f"wheelops-*+{BUILD.variant}-*.whl"
+    # This machine's: the wheelhouse may hold a cross-built platform's too (universal-aarch64).
+    pattern = f"wheelops-*+{BUILD.variant}-*_{os.uname().machine}.whl"
     wheels = sorted(Path(wheelhouse).rglob(pattern)) if wheelhouse else []
     if not wheels:
         pytest.skip(f"needs the {BUILD.variant} wheel in WHEELOPS_TEST_WHEELHOUSE (nox sets it)")

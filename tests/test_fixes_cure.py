@@ -149,7 +149,9 @@ class Venv:
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
     root = tmp_path_factory.mktemp("fixes")
     wheels = index.collect([Path(WHEELHOUSE)])
-    universal = [w for w in wheels if w.local_label == "universal"]
+    # This machine's: the wheelhouse may hold a cross-built platform's too (universal-aarch64).
+    here = this_process().machine
+    universal = [w for w in wheels if w.local_label == "universal" and w.tags.endswith(here)]
     have = {w.local_label for w in wheels}
     for variant in matrix().variants:
         if universal and variant.index and variant.name not in have:

@@ -9,7 +9,7 @@ import pytest
 from _checkout import import_build_tools
 
 from wheelops._compat.dlerror import LoadFailure
-from wheelops._compat.facts import BuildInfo, Gpu, RuntimeFacts, UnreadableBuildInfo
+from wheelops._compat.facts import BuildInfo, Gpu, RuntimeFacts, UnreadableBuildInfo, l4t_release
 from wheelops._compat.loader import format_findings
 from wheelops._compat.matrix import matrix
 from wheelops._compat.policy import LibraryFile, Report, Status, evaluate
@@ -179,6 +179,26 @@ def test_platform_row():
     finding = by_check(replace(CU130_BUILD, platform="linux_aarch64"), CUDA_TORCH)["platform"]
     assert finding.status is Status.FATAL
     assert "aarch64" in finding.message and "x86_64" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("l4t", "status"),
+    [(None, Status.OK), ("R36 (release), REVISION: 4.3", Status.DEGRADED),
+     ("R35 (release), REVISION: 6.0", Status.DEGRADED),
+     ("R38 (release), REVISION: 2.0", Status.OK)],  # JetPack 7 (Thor): SBSA, as the servers
+)  # fmt: skip
+def test_the_aarch64_wheel_on_a_jetson_warns_before_jetpack_7(l4t, status):
+    aarch64 = replace(CUDA_TORCH, machine="aarch64", l4t=l4t)
+    finding = by_check(replace(UNIVERSAL, platform="linux_aarch64"), aarch64)["platform"]
+    assert finding.status is status
+    assert ("Jetson" in finding.message) == (status is Status.DEGRADED)
+
+
+def test_the_l4t_release_is_read_from_its_file(tmp_path):
+    release = tmp_path / "nv_tegra_release"
+    release.write_text("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic\n")
+    assert l4t_release(release) == "R36 (release), REVISION: 4.3"
+    assert l4t_release(tmp_path / "absent") is None
 
 
 # GPU: SASS of the same major with minor <= the device's, or PTX <= the device's. A GPU

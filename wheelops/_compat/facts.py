@@ -135,6 +135,8 @@ class RuntimeFacts:
     torch_cuda: str | None  # the CUDA runtime torch ships (torch.version.cuda)
     torch_hip: str | None
     torch_xpu: str | None
+    # A Jetson's L4T release (/etc/nv_tegra_release's first line), None elsewhere.
+    l4t: str | None = None
 
     @property
     def torch_kind(self) -> str:
@@ -192,7 +194,20 @@ def collect() -> RuntimeFacts:
         torch_cuda=torch_cuda,
         torch_hip=torch_hip,
         torch_xpu=torch_xpu,
+        l4t=l4t_release(),
     )
+
+
+L4T_RELEASE_FILE = Path("/etc/nv_tegra_release")
+
+
+def l4t_release(path: Path = L4T_RELEASE_FILE) -> str | None:
+    """The L4T release of a Jetson ("R36 (release), REVISION: 4.3"), else None."""
+    try:
+        first = path.read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return first.lstrip("# ").split(", GCID")[0].strip() or None
 
 
 def other_installs(package_dir: Path) -> list[str]:

@@ -30,6 +30,16 @@ if TYPE_CHECKING:  # only a failed load or the doctor needs them: import never l
     from .record import FileDamage
 
 
+# JetPack 7 (L4T R38, Jetson Thor) moved Jetson to the SBSA CUDA platform of the servers.
+L4T_SBSA_MAJOR = 38
+
+
+def _l4t_major(release: str) -> int:
+    """36 for "R36 (release), REVISION: 4.3"; 0 where unreadable (taken as older)."""
+    digits = "".join(c for c in release.split()[0] if c.isdigit()) if release.split() else ""
+    return int(digits) if digits else 0
+
+
 class Status(enum.IntEnum):
     OK = 0
     DEGRADED = 1  # works, with less than the build offers (CPU kernels only, a GPU not covered)
@@ -666,6 +676,14 @@ class _Rules:
     def platform(self, build: BuildInfo) -> Finding:
         built_for = build.platform.split("_", 1)[-1] if "_" in build.platform else build.platform
         here = self.runtime.machine
+        l4t = self.runtime.l4t
+        if built_for == here == "aarch64" and l4t and _l4t_major(l4t) < L4T_SBSA_MAJOR:
+            return Finding(
+                "platform", Status.DEGRADED, build.platform, f"{here}, Jetson (L4T {l4t})",
+                "this wheelops is built for aarch64 servers (SBSA: GH200, GB200, DGX Spark); a "
+                "Jetson with L4T before JetPack 7 is a different CUDA platform, never built or "
+                "tested for: the CPU kernels work, its CUDA library may not load or run there",
+            )  # fmt: skip
         if built_for in (here, "any"):
             return Finding("platform", Status.OK, build.platform, here, "same machine")
         return Finding(
