@@ -64,11 +64,7 @@ suite() {  # report name, intra-op threads a process ("": torch's default), pyte
   local name="$1" threads="$2"; shift 2
   local progress="$OUT/$name-progress.log" rc=0
   rm -f "$progress"
-  # Inductor's compile workers too: by default each process starts a pool of one per core
-  # (14 xdist workers, 14 pools of 16 on 16 cores), and the AOTInductor and compile tests
-  # of the slow stage took minutes each (#35).
-  env ${threads:+OMP_NUM_THREADS="$threads" TORCHINDUCTOR_COMPILE_THREADS="$threads"} \
-    WHEELOPS_REPORT_NAME="$name" \
+  env ${threads:+OMP_NUM_THREADS="$threads"} WHEELOPS_REPORT_NAME="$name" \
     WHEELOPS_PROGRESS_LOG="$progress" "${limit[@]}" \
     "$repo/tools/gpu_tests.sh" "$wheel" -q -rfE --durations=25 "$@" "${extra[@]}" \
     > "$OUT/$name.log" 2>&1 || rc=$?
