@@ -64,7 +64,11 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
             "the newest on PyPI when CI runs" if t == NEWEST else t
             for t in build_matrix.e2e_torches(matrix, v, quick)
         ]
-        cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} (the suite)")
+        # noxfile._tests_of_row: under --quick beside universal, the cpu wheel's own tests.
+        what = "the suite"
+        if v.name == "cpu" and quick and "universal" in rows:
+            what = "its own tests; its CPU library runs the suite in universal's +cpu cell"
+        cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
             torches = ", ".join(v.cross_torch(platform))
