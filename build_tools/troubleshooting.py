@@ -135,9 +135,12 @@ AT_IMPORT = [
     ),
     Situation(
         "another file in the library's place (a sibling wheelops library, another build) or "
-        "bytes changed inside it: import reads each library it loads back against the "
-        "wheel's RECORD first (loading it could abort the process)",
-        changed_libraries={"cpu": "changed (its sha256 differs from the wheel's RECORD)"},
+        "bytes changed inside it: import reads each library it loads back against the sha256 "
+        "its build recorded in the build facts first, with or without the wheel's RECORD "
+        "(loading it could abort the process)",
+        changed_libraries={
+            "cpu": "changed (its sha256 differs from the sha256 its build recorded)"
+        },
     ),
     Situation(
         "`WHEELOPS_CUDA_LIBRARY` set to something other than 12 or 13",
