@@ -273,21 +273,23 @@ def _test_wheel(
     tests: tuple[str, ...] = ("tests",),
     env: dict[str, str] | None = None,
     dist: str = "loadfile",
+    slow: bool = True,
 ) -> None:
     """Install the repaired wheel (not the source tree) with that torch; run the suite
     (or the named test files), one pytest-xdist worker per core. `dist` "loadfile" keeps
     a file's tests on one worker, so that its module fixtures (a venv and index, a copy of
-    the install) are made once."""
+    the install) are made once. `slow` False: without the tests marked slow."""
     _install_torch(session, venv, variant, torch)
     _pip(session, venv, *TEST_REQUIREMENTS)
     _pip(session, venv, "--no-deps", "--force-reinstall", str(_installed_wheel(variant)))
     gpu_free = torch.endswith("+cpu")
+    markers = [*(["not gpu"] if gpu_free else []), *([] if slow else ["not slow"])]
     # Outside the checkout, so that `import wheelops` cannot find the source tree.
     with _outside_checkout(session):
         session.run(
             _python(session, venv), "-m", "pytest", *(str(ROOT / t) for t in tests), "-ra",
             "-q", "-p", "no:cacheprovider", "-n", "auto", "--dist", dist, "--durations=15",
-            *(["-m", "not gpu"] if gpu_free else []),
+            *(["-m", " and ".join(markers)] if markers else []),
             # The guard's fix commands are run against an index of these wheels.
             env={"WHEELOPS_TEST_INSTALLED": "1", "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED),
                  **(env or {})},
@@ -483,7 +485,7 @@ def _run_cross_row(
     subset under emulation with each of its torches, and pip install from the index
     into an emulated venv."""
     spec, platform = TARGETS[target]
-    variant, torches = spec.name, spec.cross_torch(platform)
+    variant, torches = spec.name, build_matrix.emulated_torches(spec, platform, args.quick)
     name = f"{variant} {platform}"
     build_row = RowResult(f"{name} build ({args.arch_list or 'the matrix arch lists'})")
     rows.append(build_row)
@@ -575,6 +577,9 @@ def _run_row(
     # A venv per cell, deleted when the cell is done: a CUDA torch with its libraries
     # takes 5-7 GB, and a row holds up to four.
     tests = _tests_of_row(variant, args)
+    # A quick row runs the slow tests (compiles, AOTInductor packages, dev builds) in one
+    # cell: under the newest torch, where they break first; else its first.
+    slow_cell = NEWEST if NEWEST in torches else torches[0]
     for number, torch in enumerate(torches, start=3):
         step(number, f"test_wheel: {' '.join(tests)} under torch {torch} in a fresh venv")
         label = f"{resolve(torch)} (newest on PyPI)" if torch == NEWEST else torch
@@ -582,7 +587,8 @@ def _run_row(
         rows.append(row)
         with tempfile.TemporaryDirectory() as scratch:
             venv = _new_venv(session, Path(scratch) / "venv")
-            _test_wheel(session, variant, torch, venv, tests)
+            _test_wheel(session, variant, torch, venv, tests,
+                        slow=not args.quick or torch == slow_cell)  # fmt: skip
         row.result = "ok: suite passed" if tests == ("tests",) else "ok: its own tests passed"
     step(steps, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")
     # From every repaired wheel: rows run earlier stay served.

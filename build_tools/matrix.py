@@ -37,7 +37,7 @@ class Variant(_model.Variant):
     torch: tuple[str, ...]  # torch releases the wheel is tested against
     smoke_torch: str | None  # the one torch a quick run tests against
     platforms: tuple[str, ...]
-    # torch releases a quick run tests besides smoke_torch; "newest": PyPI's newest, resolved
+    # torch releases a quick run tests (none: smoke_torch); "newest": PyPI's newest, resolved
     # when the run starts (build_tools/torch_install.py)
     quick_torch: tuple[str, ...] = ()
     # Platforms built on x86_64 by cross-compilation (build_tools/cross_target.py) and run
@@ -163,10 +163,20 @@ def e2e_torches(matrix: Matrix, v: Variant, quick: bool) -> list[str]:
     """The torch releases `nox -s e2e` tests a variant's wheel with on this platform: all
     of its own (a quick run: its quick ones and smoke_torch), and for a CUDA wheel the CPU
     variant's smoke torch's CPU-only build too ("2.13.0+cpu")."""
-    torches = [*v.quick_torch, v.smoke_torch or ""] if quick else list(v.torch)
+    # A quick run: its quick_torch (universal: the stable-ABI floor and the newest on PyPI,
+    # the ends of what it serves), else its smoke_torch.
+    torches = (list(v.quick_torch) or [v.smoke_torch or ""]) if quick else list(v.torch)
     if has_cuda(v):
         torches.append(f"{matrix.variant('cpu').smoke_torch}+cpu")
     return [t for t in torches if t]
+
+
+def emulated_torches(v: Variant, platform: str, quick: bool) -> list[str]:
+    """The torch releases a cross-built platform's wheel is run with under emulation by
+    `nox -s e2e`: all of them; a quick run the last (aarch64: 2.14.1, a CUDA build, under
+    which the CUDA library must be chosen and load; `nox -s emulated` runs the others)."""
+    torches = list(v.cross_torch(platform))
+    return torches[-1:] if quick else torches
 
 
 def test_cells(matrix: Matrix) -> list[tuple[str, str]]:
