@@ -526,24 +526,24 @@ def _run_cross_row(
     session.log(f"[{name}] row done in {time.monotonic() - started:.0f} s")
 
 
-# What only the cpu wheel has of its own: its packaging, build facts, guard, doctor, damage
-# and fixes; and one op.
-CPU_WHEEL_TESTS = tuple(
+# What differs by wheel and by torch build: packaging, build facts, which library loads, the
+# guard, the doctor, damage, the printed fixes; and one op.
+WHEEL_TESTS = tuple(
     f"tests/test_{name}.py"
     for name in ("build", "distribution", "sbom", "policy", "guard_loading", "doctor_reports",
                  "damaged_install", "fixes_cure", "add")
 )  # fmt: skip
 
 
-def _tests_of_row(variant: str, args: argparse.Namespace) -> tuple[str, ...]:
-    """The suite; but in a --quick run that also tests a CUDA-carrying wheel under the cpu
-    row's CPU-only torch (universal's "2.13.0+cpu" cell), the cpu wheel's CPU library,
-    built from the same sources, is tested there already: the cpu row runs CPU_WHEEL_TESTS
-    (a quarter of the suite's time, for CI's 55 minutes)."""
-    cpu_torch = f"{MATRIX.variant('cpu').smoke_torch}+cpu"
-    others = [MATRIX.variant(v) for v in args.variants if v != variant and v in MATRIX.names]
-    covered = any(cpu_torch in build_matrix.e2e_torches(MATRIX, v, True) for v in others)
-    return CPU_WHEEL_TESTS if variant == "cpu" and args.quick and covered else ("tests",)
+def _tests_of_cell(variant: str, torch: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """The suite; but in a --quick run with a CUDA-carrying row, a cell under a CPU-only
+    torch (universal's "+cpu", the cpu row's) runs WHEEL_TESTS: the CUDA torches' cells
+    (no GPU here) put the same CPU library through the whole suite, and what a CPU-only
+    torch changes is what those files test (for CI's 55 minutes)."""
+    cuda_rows = [v for v in args.variants if v in MATRIX.names and build_matrix.has_cuda(
+        MATRIX.variant(v))]  # fmt: skip
+    cpu_only = torch.endswith("+cpu") or not build_matrix.has_cuda(MATRIX.variant(variant))
+    return WHEEL_TESTS if args.quick and cpu_only and cuda_rows else ("tests",)
 
 
 def _run_row(
@@ -576,19 +576,19 @@ def _run_row(
     build_row.result = "ok: repaired and checked"
     # A venv per cell, deleted when the cell is done: a CUDA torch with its libraries
     # takes 5-7 GB, and a row holds up to four.
-    tests = _tests_of_row(variant, args)
-    # A quick row runs the slow tests (compiles, AOTInductor packages, dev builds) in one
-    # cell: under the newest torch, where they break first; else its first.
+    # A quick row runs the suite's slow tests (compiles, AOTInductor packages, dev builds)
+    # in one cell: under the newest torch, where they break first; else its first.
     slow_cell = NEWEST if NEWEST in torches else torches[0]
     for number, torch in enumerate(torches, start=3):
+        tests = _tests_of_cell(variant, torch, args)
         step(number, f"test_wheel: {' '.join(tests)} under torch {torch} in a fresh venv")
         label = f"{resolve(torch)} (newest on PyPI)" if torch == NEWEST else torch
         row = RowResult(f"{variant} test torch {label}", repaired.name, build_row.size_mb)
         rows.append(row)
         with tempfile.TemporaryDirectory() as scratch:
             venv = _new_venv(session, Path(scratch) / "venv")
-            _test_wheel(session, variant, torch, venv, tests,
-                        slow=not args.quick or torch == slow_cell)  # fmt: skip
+            slow = not args.quick or torch == slow_cell or tests != ("tests",)
+            _test_wheel(session, variant, torch, venv, tests, slow=slow)
         row.result = "ok: suite passed" if tests == ("tests",) else "ok: its own tests passed"
     step(steps, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")
     # From every repaired wheel: rows run earlier stay served.

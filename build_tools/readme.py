@@ -64,10 +64,10 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
             "the newest on PyPI when CI runs" if t == NEWEST else t
             for t in build_matrix.e2e_torches(matrix, v, quick)
         ]
-        # noxfile._tests_of_row: under --quick beside universal, the cpu wheel's own tests.
+        # noxfile._tests_of_cell: under --quick, CPU-only torches run the wheel tests.
         what = "the suite"
-        if v.name == "cpu" and quick and "universal" in rows:
-            what = "its own tests; its CPU library runs the suite in universal's +cpu cell"
+        if quick and "universal" in rows:
+            what = "the suite; under a CPU-only torch, the wheel's loading, guard and doctor tests"
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
