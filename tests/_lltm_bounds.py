@@ -150,20 +150,28 @@ def _root_triple_sums(e: torch.Tensor, w: torch.Tensor, state: int) -> torch.Ten
     return total.sqrt() * scale_e * scale_w
 
 
-def lltm_allowed(
-    inputs: Sequence[torch.Tensor],
-    grads: Sequence[torch.Tensor],
-    outputs: Sequence[torch.Tensor],
-    input_grads: Sequence[torch.Tensor],
-) -> dict[str, torch.Tensor]:
-    """|actual - expected| allowed for new_h, new_cell and the input grads ("input", ...,
-    "old_cell"), given the inputs, the output grads and the float64 results."""
+@dataclass(frozen=True)
+class _GateErrors:
+    """What lltm_allowed and lltm_aggregate both start from: the GEMM's inputs in float64,
+    the fused kernels' values as intervals over the rounded gates, the exact d_gates and
+    e, how far the kernel's rounded d_gates may be from them."""
+
+    dtype: torch.dtype
+    u: float
+    x: torch.Tensor
+    weights: torch.Tensor
+    state: int
+    kernel: dict[str, Interval]
+    d_gates: torch.Tensor
+    e: torch.Tensor
+
+
+def _gate_errors(inputs: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> _GateErrors:
     dtype = inputs[0].dtype
     u = compute_unit(dtype)
     input, weights, bias, old_h, old_cell = (t.detach().double() for t in inputs)
     grad_h, grad_cell = (g.detach().double() for g in grads)
     x = torch.cat([old_h, input], 1)
-    state = old_h.shape[1]
     product = x @ weights.T
     exact_gates = product + bias
     # gates = torch.addmm(bias, x, W.T): K products accumulated in float32 and rounded to
@@ -178,6 +186,22 @@ def lltm_allowed(
     d_gates = d_gates["d_gates"].lo
     # d_gates as the kernel rounds them to dtype: within e of the exact ones.
     e = rounded_error(d_gates, kernel["d_gates"].distance(d_gates), dtype)
+    return _GateErrors(dtype, u, x, weights, old_h.shape[1], kernel, d_gates, e)
+
+
+def lltm_allowed(
+    inputs: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    outputs: Sequence[torch.Tensor],
+    input_grads: Sequence[torch.Tensor],
+) -> dict[str, torch.Tensor]:
+    """|actual - expected| allowed for new_h, new_cell and the input grads ("input", ...,
+    "old_cell"), given the inputs, the output grads and the float64 results."""
+    c = _gate_errors(inputs, grads)
+    dtype, u, x, weights, state, d_gates, e = (
+        c.dtype, c.u, c.x, c.weights, c.state, c.d_gates, c.e
+    )  # fmt: skip
+    kernel = c.kernel
     # d_x = d_gates @ W: terms off by e (Hoeffding over columns, a column's 3 gates as one).
     d_x = torch.minimum(
         e @ weights.abs(), LAMBDA * _root_triple_sums(e, weights.abs(), state)
@@ -213,20 +237,9 @@ def lltm_aggregate(
     share d_gates' errors e (lltm_allowed): over grad_input (old_h) they sum to
     sum of e * c with c = sign(result) @ W.T (grad_weights: x @ sign.T, grad_bias: each
     column its own), plus the GEMMs' float32 roundings and each result's own rounding."""
-    dtype = inputs[0].dtype
-    u = compute_unit(dtype)
-    input, weights, bias, old_h, old_cell = (t.detach().double() for t in inputs)
-    grad_h, grad_cell = (g.detach().double() for g in grads)
-    x = torch.cat([old_h, input], 1)
-    state = old_h.shape[1]
-    exact_gates = x @ weights.T + bias
-    product_error = rounded_error(x @ weights.T, gemm_rounding(x, weights, u), dtype)
-    gate_error = rounded_error(exact_gates, product_error, dtype)
-    gates = Interval(exact_gates - gate_error, exact_gates + gate_error)
-    kernel = gate_math(gates, old_cell, grad_h, grad_cell, u)
-    exact = gate_math(Interval(exact_gates, exact_gates), old_cell, grad_h, grad_cell, 0.0)
-    d_gates = exact["d_gates"].lo
-    e2 = rounded_error(d_gates, kernel["d_gates"].distance(d_gates), dtype).square()
+    c = _gate_errors(inputs, grads)
+    dtype, u, x, weights, state, d_gates = c.dtype, c.u, c.x, c.weights, c.state, c.d_gates
+    e2 = c.e.square()
 
     def own(name: str) -> torch.Tensor:  # the result's rounding, and GEMM roundings below
         return (UNIT[dtype] * expected[name].double().abs()).square().sum()
