@@ -4,8 +4,8 @@
 #include <optional>
 #include <tuple>
 
-#include "norm.h"
-#include "norm_cpu.h"
+#include "wheelops/kernels/norm.h"
+#include "wheelops/kernels/norm_cpu.h"
 
 namespace wheelops {
 

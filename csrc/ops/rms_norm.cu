@@ -1,10 +1,10 @@
-// rms_norm forward and fused backward: CUDA entry points (kernels in norm_cuda.cuh).
+// rms_norm forward and fused backward: CUDA entry points (kernels in wheelops/kernels/norm_cuda.cuh).
 #include <torch/csrc/stable/library.h>
 
 #include <optional>
 #include <tuple>
 
-#include "norm_cuda.cuh"
+#include "wheelops/kernels/norm_cuda.cuh"
 
 namespace wheelops {
 
