@@ -1,10 +1,7 @@
 // Argument checks of wheelops::bias_gelu and its backward, shared by the CPU
-// and CUDA kernels; and its CUDA backward's entry for fused_linear_gelu.
+// and CUDA kernels.
 #pragma once
 
-#include <optional>
-
-#include "wheelops/gelu_math.h"
 #include "wheelops/tensor_checks.h"
 
 namespace wheelops {
@@ -30,13 +27,5 @@ inline void check_bias_gelu_backward_args(
   check_same_dtype(grad, "grad", x, "x", "bias_gelu_backward");
   check_same_shape(grad, "grad", x, "x", "bias_gelu_backward");
 }
-
-// CUDA (bias_gelu.cu): grad_x = grad * gelu'(x + bias) and grad_bias = its column sums,
-// deterministic, for contiguous [rows, cols] tensors of x's dtype on x's device, on the
-// current stream; bias and grad_bias may be absent. fused_linear_gelu's backward calls it
-// with no bias (its pre-activation holds it), so these kernels are compiled once.
-void bias_gelu_backward_into(
-    const Tensor& grad, const Tensor& x, const std::optional<Tensor>& bias, Tensor& grad_x,
-    std::optional<Tensor>& grad_bias, gelu::Approximate mode, const char* op);
 
 } // namespace wheelops

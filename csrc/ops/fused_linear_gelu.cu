@@ -16,7 +16,8 @@
 //         aligned, or K = 0: a plain GEMM, then the
 //         bias and the GELU in kernels of our own.
 // Backward: one pass d_pre = grad * gelu'(pre) that also sums grad_bias (deterministic,
-// two stages: bias_gelu's backward, bias_gelu_backward_into), then two plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
+// two stages: the GELU family's backward, wheelops/kernels/gelu_backward.cu), then two
+// plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
 // cuBLASLt's DGELU_BGRAD epilogue applies gelu' to a GEMM's output; here the incoming
 // gradient is an input, not a GEMM's output, so it has nothing to fuse into.
 #include <torch/csrc/stable/accelerator.h>
@@ -29,12 +30,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "bias_gelu.h"
 #include "fused_linear_gelu.h"
 #include "wheelops/cublaslt.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
-#include "wheelops/gelu_math.h"
+#include "wheelops/kernels/gelu.h"
+#include "wheelops/kernels/gelu_backward.h"
 #include "wheelops/tensors.h"
 #include "wheelops/vectorized.cuh"
 
@@ -232,8 +233,8 @@ fused_linear_gelu_backward_cuda(
   const Tensor x = as_contiguous(input);
   const Tensor w = as_contiguous(weight);
   Tensor d_pre = allocate(input, {s.m, s.n});
-  // d_pre and grad_bias: bias_gelu's backward with no bias (pre already holds it).
-  bias_gelu_backward_into(g_c, p_c, std::nullopt, d_pre, grad_bias, mode, kBackwardOp);
+  // d_pre and grad_bias: the GELU backward with no bias (pre already holds it).
+  gelu::backward_into(g_c, p_c, std::nullopt, d_pre, grad_bias, mode, kBackwardOp);
   dispatch_float(input.scalar_type(), kBackwardOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const size_t elem = sizeof(T);
