@@ -56,44 +56,34 @@ void backward_rows(
 
 std::tuple<Tensor, Tensor> lltm_gates_cpu(const Tensor& gates, const Tensor& old_cell) {
   check_lltm_gates_args(gates, old_cell, "lltm_gates");
-  const Tensor g_c = as_contiguous(gates);
-  const Tensor c_c = as_contiguous(old_cell);
-  Tensor new_h = allocate_like(c_c);
-  Tensor new_cell = allocate_like(c_c);
-  const int64_t batch = c_c.size(0), state = c_c.size(1);
-  if (batch == 0 || state == 0) {
-    return {new_h, new_cell};
+  lltm::ForwardTensors t(gates, old_cell);
+  if (t.empty()) {
+    return {t.new_h, t.new_cell};
   }
-  dispatch_float(g_c.scalar_type(), "lltm_gates", [&](auto tag) {
+  dispatch_float(t.gates.scalar_type(), "lltm_gates", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_rows<T>(
-        g_c.const_data_ptr<T>(), c_c.const_data_ptr<T>(), new_h.mutable_data_ptr<T>(),
-        new_cell.mutable_data_ptr<T>(), batch, state);
+        t.gates.const_data_ptr<T>(), t.old_cell.const_data_ptr<T>(),
+        t.new_h.mutable_data_ptr<T>(), t.new_cell.mutable_data_ptr<T>(), t.batch, t.state);
   });
-  return {new_h, new_cell};
+  return {t.new_h, t.new_cell};
 }
 
 std::tuple<Tensor, Tensor> lltm_gates_backward_cpu(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
   check_lltm_gates_backward_args(grad_h, grad_cell, gates, old_cell);
-  const Tensor gh_c = as_contiguous(grad_h);
-  const Tensor gc_c = as_contiguous(grad_cell);
-  const Tensor g_c = as_contiguous(gates);
-  const Tensor c_c = as_contiguous(old_cell);
-  Tensor d_gates = allocate_like(g_c);
-  Tensor d_old_cell = allocate_like(c_c);
-  const int64_t batch = c_c.size(0), state = c_c.size(1);
-  if (batch == 0 || state == 0) {
-    return {d_gates, d_old_cell};
+  lltm::BackwardTensors t(grad_h, grad_cell, gates, old_cell);
+  if (t.empty()) {
+    return {t.d_gates, t.d_old_cell};
   }
-  dispatch_float(g_c.scalar_type(), "lltm_gates_backward", [&](auto tag) {
+  dispatch_float(t.gates.scalar_type(), "lltm_gates_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward_rows<T>(
-        gh_c.const_data_ptr<T>(), gc_c.const_data_ptr<T>(), g_c.const_data_ptr<T>(),
-        c_c.const_data_ptr<T>(), d_gates.mutable_data_ptr<T>(), d_old_cell.mutable_data_ptr<T>(),
-        batch, state);
+        t.grad_h.const_data_ptr<T>(), t.grad_cell.const_data_ptr<T>(),
+        t.gates.const_data_ptr<T>(), t.old_cell.const_data_ptr<T>(),
+        t.d_gates.mutable_data_ptr<T>(), t.d_old_cell.mutable_data_ptr<T>(), t.batch, t.state);
   });
-  return {d_gates, d_old_cell};
+  return {t.d_gates, t.d_old_cell};
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {

@@ -1,4 +1,4 @@
-// Argument checks and the elementwise gate math of the LLTM cell
+// Argument checks, the host set-up and the elementwise gate math of the LLTM cell
 // (wheelops::lltm_gates and its backward), shared by the CPU and CUDA kernels.
 //
 // gates = [old_h, input] @ weights.T + bias is [B, 3 S]: input gate, output
@@ -10,6 +10,7 @@
 
 #include "wheelops/math.h"
 #include "wheelops/tensor_checks.h"
+#include "wheelops/tensors.h"
 
 namespace wheelops {
 
@@ -106,6 +107,45 @@ C10_HOST_DEVICE inline Backward<A> backward(
       d_new_cell,
   };
 }
+
+// lltm_gates' tensors once its arguments are checked: the inputs contiguous, the
+// outputs allocated like old_cell (on the current device: the CUDA kernel makes gates'
+// device current first).
+struct ForwardTensors {
+  ForwardTensors(const Tensor& gates_in, const Tensor& old_cell_in)
+      : gates(as_contiguous(gates_in)),
+        old_cell(as_contiguous(old_cell_in)),
+        new_h(allocate_like(old_cell)),
+        new_cell(allocate_like(old_cell)),
+        batch(old_cell.size(0)),
+        state(old_cell.size(1)) {}
+  bool empty() const {
+    return batch == 0 || state == 0;
+  }
+  Tensor gates, old_cell, new_h, new_cell;
+  int64_t batch, state;
+};
+
+// lltm_gates_backward's tensors, likewise: d_gates allocated like gates, d_old_cell
+// like old_cell.
+struct BackwardTensors {
+  BackwardTensors(
+      const Tensor& grad_h_in, const Tensor& grad_cell_in, const Tensor& gates_in,
+      const Tensor& old_cell_in)
+      : grad_h(as_contiguous(grad_h_in)),
+        grad_cell(as_contiguous(grad_cell_in)),
+        gates(as_contiguous(gates_in)),
+        old_cell(as_contiguous(old_cell_in)),
+        d_gates(allocate_like(gates)),
+        d_old_cell(allocate_like(old_cell)),
+        batch(old_cell.size(0)),
+        state(old_cell.size(1)) {}
+  bool empty() const {
+    return batch == 0 || state == 0;
+  }
+  Tensor grad_h, grad_cell, gates, old_cell, d_gates, d_old_cell;
+  int64_t batch, state;
+};
 
 } // namespace lltm
 } // namespace wheelops
