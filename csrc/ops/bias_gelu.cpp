@@ -14,7 +14,7 @@
 #include "wheelops/kernels/gelu.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::bias_gelu {
 namespace {
 
 template <typename T, gelu::Approximate kMode>
@@ -49,7 +49,7 @@ void backward_columns(
 } // namespace
 
 Tensor bias_gelu_cpu(const Tensor& x, const Tensor& bias, std::string approximate) {
-  check_bias_gelu_args(x, bias, "bias_gelu");
+  check_args(x, bias, "bias_gelu");
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu");
   const Tensor x_c = as_contiguous(x);
   const Tensor b_c = as_contiguous(bias);
@@ -67,7 +67,7 @@ Tensor bias_gelu_cpu(const Tensor& x, const Tensor& bias, std::string approximat
 
 std::tuple<Tensor, Tensor> bias_gelu_backward_cpu(
     const Tensor& grad, const Tensor& x, const Tensor& bias, std::string approximate) {
-  check_bias_gelu_backward_args(grad, x, bias);
+  check_backward_args(grad, x, bias);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu_backward");
   const Tensor g_c = as_contiguous(grad);
   const Tensor x_c = as_contiguous(x);
@@ -97,4 +97,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("bias_gelu_backward", TORCH_BOX(&bias_gelu_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::bias_gelu

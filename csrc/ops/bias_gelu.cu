@@ -19,7 +19,7 @@
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::bias_gelu {
 namespace {
 
 constexpr int kThreads = 256;
@@ -94,7 +94,7 @@ void launch_forward(const T* x, const T* bias, T* out, RowsCols shape, cudaStrea
 } // namespace
 
 Tensor bias_gelu_cuda(const Tensor& x, const Tensor& bias, std::string approximate) {
-  check_bias_gelu_args(x, bias, "bias_gelu");
+  check_args(x, bias, "bias_gelu");
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu");
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
@@ -126,7 +126,7 @@ Tensor bias_gelu_cuda(const Tensor& x, const Tensor& bias, std::string approxima
 
 std::tuple<Tensor, Tensor> bias_gelu_backward_cuda(
     const Tensor& grad, const Tensor& x, const Tensor& bias, std::string approximate) {
-  check_bias_gelu_backward_args(grad, x, bias);
+  check_backward_args(grad, x, bias);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu_backward");
   torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
   const Tensor g_c = as_contiguous(grad);
@@ -143,4 +143,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("bias_gelu_backward", TORCH_BOX(&bias_gelu_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::bias_gelu

@@ -4,9 +4,9 @@
 
 #include "wheelops/tensor_checks.h"
 
-namespace wheelops {
+namespace wheelops::bias_gelu {
 
-inline void check_bias_gelu_args(const Tensor& x, const Tensor& bias, const char* op) {
+inline void check_args(const Tensor& x, const Tensor& bias, const char* op) {
   check_float_tensor(x, op, "x");
   check_float_tensor(bias, op, "bias");
   check_same_device(x, "x", bias, "bias", op);
@@ -19,13 +19,13 @@ inline void check_bias_gelu_args(const Tensor& x, const Tensor& bias, const char
       "] (the last dimension of 'x'), got ", shape_string(bias));
 }
 
-inline void check_bias_gelu_backward_args(
+inline void check_backward_args(
     const Tensor& grad, const Tensor& x, const Tensor& bias) {
-  check_bias_gelu_args(x, bias, "bias_gelu_backward");
+  check_args(x, bias, "bias_gelu_backward");
   check_float_tensor(grad, "bias_gelu_backward", "grad");
   check_same_device(grad, "grad", x, "x", "bias_gelu_backward");
   check_same_dtype(grad, "grad", x, "x", "bias_gelu_backward");
   check_same_shape(grad, "grad", x, "x", "bias_gelu_backward");
 }
 
-} // namespace wheelops
+} // namespace wheelops::bias_gelu

@@ -19,10 +19,8 @@
 #include "wheelops/kernels/gelu.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::fused_linear_gelu {
 namespace {
-
-using linear_gelu::GemmShape;
 
 ScalarType compute_type(ScalarType dtype) {
   return dtype == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
@@ -87,10 +85,10 @@ std::tuple<Tensor, Tensor> fused_linear_gelu_cpu(
     std::string approximate, bool allow_tf32, bool keep_pre_activation) {
   constexpr const char* op = "fused_linear_gelu";
   (void)allow_tf32;  // a CUDA setting; the CPU GEMM is float32 (float64) as is
-  linear_gelu::check_args(input, weight, bias, op);
+  check_args(input, weight, bias, op);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, op);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
-  const std::vector<int64_t> out_sizes = linear_gelu::output_sizes(input, s.n);
+  const GemmShape s = gemm_shape(input, weight);
+  const std::vector<int64_t> out_sizes = output_sizes(input, s.n);
   Tensor out = allocate(input, out_sizes);
   Tensor pre = allocate(input, keep_pre_activation ? out_sizes : std::vector<int64_t>{0});
   if (s.m == 0 || s.n == 0) {
@@ -117,9 +115,9 @@ fused_linear_gelu_backward_cpu(
     bool bias_grad) {
   constexpr const char* op = "fused_linear_gelu_backward";
   (void)allow_tf32;
-  linear_gelu::check_backward_args(grad, input, weight, pre_activation);
+  check_backward_args(grad, input, weight, pre_activation);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, op);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
+  const GemmShape s = gemm_shape(input, weight);
   const ScalarType dtype = input.scalar_type();
   const ScalarType type = compute_type(dtype);
   const Tensor g_c = as_contiguous(grad);
@@ -173,4 +171,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("fused_linear_gelu_backward", TORCH_BOX(&fused_linear_gelu_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::fused_linear_gelu

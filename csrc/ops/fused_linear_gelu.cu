@@ -39,10 +39,8 @@
 #include "wheelops/tensors.h"
 #include "wheelops/vectorized.cuh"
 
-namespace wheelops {
+namespace wheelops::fused_linear_gelu {
 namespace {
-
-using linear_gelu::GemmShape;
 
 constexpr const char* kOp = "fused_linear_gelu";
 constexpr const char* kBackwardOp = "fused_linear_gelu_backward";
@@ -183,12 +181,12 @@ void forward(
 std::tuple<Tensor, Tensor> fused_linear_gelu_cuda(
     const Tensor& input, const Tensor& weight, std::optional<Tensor> bias,
     std::string approximate, bool allow_tf32, bool keep_pre_activation) {
-  linear_gelu::check_args(input, weight, bias, kOp);
+  check_args(input, weight, bias, kOp);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, kOp);
   const int32_t device = input.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
-  const std::vector<int64_t> out_sizes = linear_gelu::output_sizes(input, s.n);
+  const GemmShape s = gemm_shape(input, weight);
+  const std::vector<int64_t> out_sizes = output_sizes(input, s.n);
   Tensor out = allocate(input, out_sizes);
   Tensor pre = allocate(input, keep_pre_activation ? out_sizes : std::vector<int64_t>{0});
   if (s.m == 0 || s.n == 0) {
@@ -212,11 +210,11 @@ fused_linear_gelu_backward_cuda(
     const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& pre_activation,
     std::string approximate, bool allow_tf32, bool input_grad, bool weight_grad,
     bool bias_grad) {
-  linear_gelu::check_backward_args(grad, input, weight, pre_activation);
+  check_backward_args(grad, input, weight, pre_activation);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, kBackwardOp);
   const int32_t device = input.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
+  const GemmShape s = gemm_shape(input, weight);
   std::optional<Tensor> grad_input, grad_weight, grad_bias;
   if (input_grad) {
     grad_input = allocate(input, input.sizes());
@@ -273,4 +271,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("fused_linear_gelu_backward", TORCH_BOX(&fused_linear_gelu_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::fused_linear_gelu

@@ -6,7 +6,7 @@
 
 #include "wheelops/kernels/norm_cuda.cuh"
 
-namespace wheelops {
+namespace wheelops::layer_norm {
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_cuda(
     const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
@@ -33,4 +33,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::layer_norm

@@ -10,7 +10,7 @@
 #include "wheelops/dispatch.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::lltm {
 namespace {
 
 // Row r of gates holds g0 | g1 | g2, each `state` long.
@@ -22,7 +22,7 @@ void forward_rows(
     for (int64_t r = begin; r < end; ++r) {
       const T* g = gates + r * 3 * state;
       for (int64_t s = r * state, c = 0; c < state; ++s, ++c) {
-        const lltm::Forward<A> f = lltm::forward<A>(
+        const Forward<A> f = forward<A>(
             g[c], g[state + c], g[2 * state + c], static_cast<A>(old_cell[s]));
         new_h[s] = static_cast<T>(f.new_h);
         new_cell[s] = static_cast<T>(f.new_cell);
@@ -41,7 +41,7 @@ void backward_rows(
       const T* g = gates + r * 3 * state;
       T* dg = d_gates + r * 3 * state;
       for (int64_t s = r * state, c = 0; c < state; ++s, ++c) {
-        const lltm::Backward<A> b = lltm::backward<A>(
+        const Backward<A> b = backward<A>(
             grad_h[s], grad_cell[s], g[c], g[state + c], g[2 * state + c], old_cell[s]);
         dg[c] = static_cast<T>(b.d_g0);
         dg[state + c] = static_cast<T>(b.d_g1);
@@ -55,8 +55,8 @@ void backward_rows(
 } // namespace
 
 std::tuple<Tensor, Tensor> lltm_gates_cpu(const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_args(gates, old_cell, "lltm_gates");
-  lltm::ForwardTensors t(gates, old_cell);
+  check_args(gates, old_cell, "lltm_gates");
+  ForwardTensors t(gates, old_cell);
   if (t.empty()) {
     return {t.new_h, t.new_cell};
   }
@@ -71,8 +71,8 @@ std::tuple<Tensor, Tensor> lltm_gates_cpu(const Tensor& gates, const Tensor& old
 
 std::tuple<Tensor, Tensor> lltm_gates_backward_cpu(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_backward_args(grad_h, grad_cell, gates, old_cell);
-  lltm::BackwardTensors t(grad_h, grad_cell, gates, old_cell);
+  check_backward_args(grad_h, grad_cell, gates, old_cell);
+  BackwardTensors t(grad_h, grad_cell, gates, old_cell);
   if (t.empty()) {
     return {t.d_gates, t.d_old_cell};
   }
@@ -98,4 +98,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("lltm_gates_backward", TORCH_BOX(&lltm_gates_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::lltm

@@ -20,7 +20,7 @@
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::lltm {
 namespace {
 
 constexpr int kThreads = 256;
@@ -83,7 +83,7 @@ __global__ void lltm_gates_kernel(
     V<T, kVec> h, nc;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const lltm::Forward<A> f = lltm::forward<A>(g0.val[j], g1.val[j], g2.val[j], c.val[j]);
+      const Forward<A> f = forward<A>(g0.val[j], g1.val[j], g2.val[j], c.val[j]);
       h.val[j] = static_cast<T>(f.new_h);
       nc.val[j] = static_cast<T>(f.new_cell);
     }
@@ -115,7 +115,7 @@ __global__ void lltm_gates_backward_kernel(
     V<T, kVec> d0, d1, d2, dc;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const lltm::Backward<A> b = lltm::backward<A>(
+      const Backward<A> b = backward<A>(
           gh.val[j], gc.val[j], g0.val[j], g1.val[j], g2.val[j], c.val[j]);
       d0.val[j] = static_cast<T>(b.d_g0);
       d1.val[j] = static_cast<T>(b.d_g1);
@@ -132,10 +132,10 @@ __global__ void lltm_gates_backward_kernel(
 } // namespace
 
 std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_args(gates, old_cell, "lltm_gates");
+  check_args(gates, old_cell, "lltm_gates");
   const int32_t device = gates.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  lltm::ForwardTensors t(gates, old_cell);
+  ForwardTensors t(gates, old_cell);
   if (t.empty()) {
     return {t.new_h, t.new_cell};
   }
@@ -162,10 +162,10 @@ std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& ol
 
 std::tuple<Tensor, Tensor> lltm_gates_backward_cuda(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_backward_args(grad_h, grad_cell, gates, old_cell);
+  check_backward_args(grad_h, grad_cell, gates, old_cell);
   const int32_t device = gates.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  lltm::BackwardTensors t(grad_h, grad_cell, gates, old_cell);
+  BackwardTensors t(grad_h, grad_cell, gates, old_cell);
   if (t.empty()) {
     return {t.d_gates, t.d_old_cell};
   }
@@ -199,4 +199,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("lltm_gates_backward", TORCH_BOX(&lltm_gates_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::lltm

@@ -12,9 +12,9 @@
 #include "wheelops/tensor_checks.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::lltm {
 
-inline void check_lltm_state(
+inline void check_state(
     const Tensor& gates, const Tensor& t, const char* name, const char* op) {
   check_float_tensor(t, op, name);
   check_same_device(gates, "gates", t, name, op);
@@ -26,23 +26,21 @@ inline void check_lltm_state(
       shape_string(t));
 }
 
-inline void check_lltm_gates_args(const Tensor& gates, const Tensor& old_cell, const char* op) {
+inline void check_args(const Tensor& gates, const Tensor& old_cell, const char* op) {
   check_float_tensor(gates, op, "gates");
   WHEELOPS_CHECK(
       gates.dim() == 2 && gates.size(1) % 3 == 0, "wheelops.", op,
       ": argument 'gates' must have shape [batch, 3 * state_size], got ", shape_string(gates));
-  check_lltm_state(gates, old_cell, "old_cell", op);
+  check_state(gates, old_cell, "old_cell", op);
 }
 
-inline void check_lltm_gates_backward_args(
+inline void check_backward_args(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
   constexpr const char* op = "lltm_gates_backward";
-  check_lltm_gates_args(gates, old_cell, op);
-  check_lltm_state(gates, grad_h, "grad_h", op);
-  check_lltm_state(gates, grad_cell, "grad_cell", op);
+  check_args(gates, old_cell, op);
+  check_state(gates, grad_h, "grad_h", op);
+  check_state(gates, grad_cell, "grad_cell", op);
 }
-
-namespace lltm {
 
 using math::exp_;
 using math::expm1_;
@@ -147,5 +145,4 @@ struct BackwardTensors {
   int64_t batch, state;
 };
 
-} // namespace lltm
-} // namespace wheelops
+} // namespace wheelops::lltm

@@ -6,7 +6,7 @@
 
 #include "wheelops/kernels/norm_cuda.cuh"
 
-namespace wheelops {
+namespace wheelops::rms_norm {
 
 std::tuple<Tensor, Tensor> rms_norm_cuda(
     const Tensor& x, std::optional<Tensor> weight, double eps) {
@@ -35,4 +35,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::rms_norm
