@@ -1,4 +1,5 @@
-// layer_norm forward and fused backward: CUDA entry points (kernels in wheelops/kernels/norm_cuda.cuh).
+// layer_norm forward and fused backward: CUDA entry points (the kernels are the norm
+// family's, wheelops/kernels/norm_cuda.cuh).
 #include <torch/csrc/stable/library.h>
 
 #include <optional>
