@@ -20,8 +20,8 @@ import os
 import subprocess
 import sys
 
+from build_tools import cutlass, torch_install
 from build_tools import matrix as build_matrix
-from build_tools import torch_install
 
 # cublas: the headers and libcublasLt.so.13 fused_linear_gelu links (the cuBLAS torch's own
 # cuda-toolkit pin already installs, so nothing new is downloaded).
@@ -94,6 +94,8 @@ def prepare(name: str) -> None:
                 f"uses {variant.toolkit}: make them agree in wheelops/matrix.json"
             )
         _pip(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={variant.toolkit}")
+    if variant.toolkit:  # the sm_90a kernels' headers (build_tools/cutlass.py)
+        _pip(cutlass.REQUIREMENT)
     print(
         f"build environment for {variant.name}: torch {version} (CUDA {cuda}), toolkit "
         f"{variant.toolkit} from {variant.toolkit_source}; setuptools "

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from build_tools import cublaslt, flags, native_sources
+from build_tools import cublaslt, cutlass, flags, native_sources
 from build_tools.arch_list import ArchList
 from build_tools.cuda_toolkit import CudaToolkit
 
@@ -71,6 +71,61 @@ def link(cxx: str, objects: list[Path], output: Path, torch_lib: Path, extra: li
     ])  # fmt: skip
 
 
+def _nvcc_flags(cxx: str, toolkit: CudaToolkit, torch_includes: list[Path]) -> list[str]:
+    """What every nvcc command of a library shares (its device code flags aside)."""
+    lt = cublaslt.find(toolkit)
+    includes = [native_sources.INCLUDE_DIR, *torch_includes, toolkit.include_dir, lt.include_dir]
+    return ["-ccbin", cxx, *[f"-I{p}" for p in includes], *CPP_EXTENSION_NVCC_FLAGS,
+            *flags.nvcc_flags()]  # fmt: skip
+
+
+def sm90a_sources(archs: ArchList) -> list[Path]:
+    """The sm_90a sources a library of this arch list links: all of them where the list has
+    9.0 (flags.has_sm90a), else none."""
+    return native_sources.sm90a_sources() if flags.has_sm90a(archs) else []
+
+
+def sm90a_commands(
+    toolkit: CudaToolkit, archs: ArchList, work: Path, cxx: str, torch_includes: list[Path]
+) -> list[tuple[list[str], Path]]:
+    """The nvcc command and object of each sm_90a source (none where the list lacks 9.0);
+    CUTLASS's headers are found only when there is one to compile."""
+    sources = sm90a_sources(archs)
+    if not sources:
+        return []
+    work.mkdir(parents=True, exist_ok=True)
+    compile_flags = [*_nvcc_flags(cxx, toolkit, torch_includes), f"-I{cutlass.include_dir()}",
+                     *flags.sm90a_code_flags(toolkit)]  # fmt: skip
+    objects = [work / f"{source.stem}.o" for source in sources]
+    return [
+        ([str(toolkit.nvcc), "-c", str(source), "-o", str(obj), *compile_flags], obj)
+        for source, obj in zip(sources, objects, strict=True)
+    ]
+
+
+def compile_sm90a(
+    toolkit: CudaToolkit, archs: ArchList, work: Path, torch_includes: list[Path]
+) -> list[Path]:
+    """Compile the sm_90a sources for a library built elsewhere (setuptools, dev mode):
+    their objects, to link into it (with flags.SM90A_DEFINE on its other sources)."""
+    commands = sm90a_commands(toolkit, archs, work, _host_compiler(), torch_includes)
+    run_parallel(command for command, obj in commands if not _up_to_date(command, obj))
+    for command, obj in commands:
+        obj.with_suffix(".cmd").write_text("\0".join(command))
+    return [obj for _, obj in commands]
+
+
+def _up_to_date(command: list[str], obj: Path) -> bool:
+    """An object compiled by this very command, after every source file changed (dev mode
+    loads often; a CUTLASS object takes minutes)."""
+    stamp = obj.with_suffix(".cmd")
+    if not (obj.is_file() and stamp.is_file() and stamp.read_text() == "\0".join(command)):
+        return False
+    inputs = [*native_sources.CSRC.rglob("*.h"), *native_sources.CSRC.rglob("*.cuh"),
+              *native_sources.sm90a_sources()]  # fmt: skip
+    return obj.stat().st_mtime > max(p.stat().st_mtime for p in inputs)
+
+
 def build(
     toolkit: CudaToolkit,
     archs: ArchList,
@@ -98,21 +153,20 @@ def build(
                 f"is not the toolkit's headers' {lt.version} (build_tools/cross_target.py)"
             )
     work.mkdir(parents=True, exist_ok=True)
-    includes = [native_sources.INCLUDE_DIR, *torch_includes]
+    sm90a = sm90a_commands(toolkit, archs, work, cxx, torch_includes)
     compile_flags = [
-        "-ccbin", cxx,
-        *[f"-I{p}" for p in [*includes, toolkit.include_dir, lt.include_dir]],
-        *CPP_EXTENSION_NVCC_FLAGS,
-        *flags.nvcc_flags(),
+        *_nvcc_flags(cxx, toolkit, torch_includes),
         *flags.device_code_flags(archs, toolkit),
-    ]  # fmt: skip
+        *([flags.SM90A_DEFINE] if sm90a else []),
+    ]
     sources = native_sources.cuda_sources()
     objects = [work / f"{source.stem}.o" for source in sources]
-    run_parallel(
-        [str(toolkit.nvcc), "-c", str(source), "-o", str(obj), *compile_flags]
-        for source, obj in zip(sources, objects, strict=True)
-    )
-    link(cxx, objects, output, torch_lib, [
+    run_parallel([
+        *(command for command, _ in sm90a),  # the longest first
+        *([str(toolkit.nvcc), "-c", str(source), "-o", str(obj), *compile_flags]
+          for source, obj in zip(sources, objects, strict=True)),
+    ])  # fmt: skip
+    link(cxx, [*objects, *(obj for _, obj in sm90a)], output, torch_lib, [
         *flags.cuda_link_flags(cudart_dir, toolkit.cudart_soname),
         *flags.cublaslt_link_flags(cublaslt_dir, lt.soname),
     ])  # fmt: skip

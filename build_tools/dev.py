@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 import wheelops
-from build_tools import build_facts, cublaslt, cxx_runtime, flags, native_sources
+from build_tools import build_facts, cublaslt, cuda_library, cxx_runtime, flags, native_sources
 from build_tools.arch_list import ArchList
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.plan import prepare_cuda_build
@@ -76,6 +76,9 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: boo
 
     (cache / "cuda").mkdir(parents=True, exist_ok=True)
     lt = cublaslt.find(toolkit)  # fused_linear_gelu's GEMMs
+    # The sm_90a kernels: compiled for that arch alone, linked in as objects.
+    torch_includes = list(map(Path, cpp_extension.include_paths()))
+    sm90a = cuda_library.compile_sm90a(toolkit, archs, cache / "sm90a", torch_includes)
     path = cpp_extension.load(
         name="wheelops_ops_cuda",
         sources=[str(p) for p in native_sources.cuda_sources()],
@@ -83,6 +86,7 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: boo
         extra_cuda_cflags=[
             *flags.nvcc_flags(line_info=True),
             *flags.device_code_flags(archs, toolkit),
+            *([flags.SM90A_DEFINE] if sm90a else []),
         ],
         extra_include_paths=[
             str(native_sources.INCLUDE_DIR),
@@ -90,6 +94,7 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: boo
             str(lt.include_dir),
         ],
         extra_ldflags=[
+            *map(str, sm90a),
             f"-L{link_dir}",
             *flags.cublaslt_link_flags(str(lt.lib_dir), lt.soname),
             *flags.cxx_runtime_link_flags(),

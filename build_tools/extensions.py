@@ -59,7 +59,11 @@ def extensions(plan: BuildPlan) -> list[Extension]:
         include_dirs=[*include, str(plan.toolkit.include_dir), str(lt.include_dir)],
         extra_compile_args={
             "cxx": flags.cxx_flags(),
-            "nvcc": [*flags.nvcc_flags(), *flags.device_code_flags(plan.archs, plan.toolkit)],
+            "nvcc": [
+                *flags.nvcc_flags(),
+                *flags.device_code_flags(plan.archs, plan.toolkit),
+                *([flags.SM90A_DEFINE] if _links_sm90a(plan) else []),
+            ],
         },
         extra_link_args=[
             *flags.link_flags(),
@@ -71,6 +75,11 @@ def extensions(plan: BuildPlan) -> list[Extension]:
     return [cpu, cuda]
 
 
+def _links_sm90a(plan: BuildPlan) -> bool:
+    """Whether setuptools' CUDA library links the sm_90a kernels (compiled apart, below)."""
+    return plan.archs is not None and bool(cuda_library.sm90a_sources(plan.archs))
+
+
 def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
     class BuildWithFacts(BuildExtension):
         """Builds the libraries, then records what was built in wheelops/_build_info.json."""
@@ -80,6 +89,8 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
                 flags.use_toolkit(plan.toolkit)
             cpu = next(e for e in self.extensions if e.name.endswith("_ops_cpu"))
             if plan.target is None:
+                if plan.toolkit is not None and _links_sm90a(plan):
+                    self._add_sm90a_objects()
                 super().run()
             else:  # setuptools compiles for this machine only: built here, for the target
                 cpu_library.build(
@@ -119,6 +130,18 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
             for target in targets:
                 target.mkdir(parents=True, exist_ok=True)
                 build_facts.write(facts, target)
+
+        def _add_sm90a_objects(self) -> None:
+            """setuptools compiles every source of an extension with one set of flags: the
+            sm_90a sources are compiled here, for that arch alone, and linked in."""
+            from torch.utils import cpp_extension
+
+            assert plan.toolkit is not None and plan.archs is not None
+            cuda = next(e for e in self.extensions if not e.name.endswith("_ops_cpu"))
+            work = Path(self.build_temp) / "sm90a"
+            torch_includes = list(map(Path, cpp_extension.include_paths()))
+            objects = cuda_library.compile_sm90a(plan.toolkit, plan.archs, work, torch_includes)
+            cuda.extra_objects = [*(cuda.extra_objects or []), *map(str, objects)]
 
     return BuildWithFacts
 

@@ -107,6 +107,23 @@ def device_code_flags(archs: ArchList, toolkit: CudaToolkit) -> list[str]:
     return [*gencode_flags(archs), *fatbin_flags(toolkit)]
 
 
+# The define by which a library's other sources know the sm_90a kernels are linked in.
+SM90A_DEFINE = "-DWHEELOPS_SM90A_KERNELS"
+
+
+def has_sm90a(archs: ArchList) -> bool:
+    """Whether the library carries the sm_90a kernels: where its list has 9.0's SASS (an
+    sm_90a image runs on exactly the GPUs an sm_90 one does)."""
+    return "9.0" in archs.sass
+
+
+def sm90a_code_flags(toolkit: CudaToolkit) -> list[str]:
+    """The device code of an sm_90a source (native_sources.sm90a_sources): that arch alone,
+    packed as the library's; NDEBUG, or CUTLASS's device asserts are calls that serialize
+    the wgmma pipeline (ptxas warns C7510)."""
+    return ["-gencode=arch=compute_90a,code=sm_90a", *fatbin_flags(toolkit), "-DNDEBUG"]
+
+
 def use_toolkit(toolkit: CudaToolkit) -> None:
     """Make torch.utils.cpp_extension compile with exactly this toolkit. It settles its
     CUDA_HOME once, when first imported (from the environment, else PATH's nvcc), and

@@ -1,5 +1,6 @@
-"""Find the native sources: an op is csrc/ops/<name>.cpp (+ <name>.cu); kernels that
-several ops share are compiled once from csrc/include/wheelops/kernels/; nothing to list."""
+"""Find the native sources: an op is csrc/ops/<name>.cpp (+ <name>.cu, + <name>_sm90a.cu);
+kernels that several ops share are compiled once from csrc/include/wheelops/kernels/;
+nothing to list."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def cpu_sources(root: Path = ROOT) -> list[Path]:
     return _sources(root, ".cpp")
 
 
+# Kernels for one GPU architecture's own features (sm_90a: Hopper's wgmma and TMA), each
+# compiled for that architecture alone: their CUTLASS templates would cost a device pass
+# per architecture of the list, and run on none of the others.
+SM90A_SUFFIX = "_sm90a.cu"
+
+
 def cuda_sources(root: Path = ROOT) -> list[Path]:
-    """CUDA kernels: every .cu under csrc/ops and csrc/include/wheelops/kernels."""
-    return _sources(root, ".cu")
+    """CUDA kernels for every architecture of the list: every .cu under csrc/ops and
+    csrc/include/wheelops/kernels but the sm_90a ones."""
+    return [p for p in _sources(root, ".cu") if not p.name.endswith(SM90A_SUFFIX)]
+
+
+def sm90a_sources(root: Path = ROOT) -> list[Path]:
+    """CUDA kernels compiled for sm_90a only (where the list has 9.0): csrc/ops/*_sm90a.cu."""
+    return sorted((root / "csrc" / "ops").glob(f"*{SM90A_SUFFIX}"))

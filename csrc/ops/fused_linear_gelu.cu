@@ -5,6 +5,10 @@
 // k = K, and the bias (length N) runs along D's rows, as its epilogues want.
 //
 // Forward:
+//   none (erf), 16-bit, with a bias, on an sm_90 GPU (where the library links the sm_90a
+//         kernels): one CUTLASS GEMM whose epilogue adds the bias and applies the exact
+//         GELU in float32 before rounding, writing the pre-activation too when kept
+//         (fused_linear_gelu_sm90a.cu).
 //   tanh (16-bit): one GEMM whose epilogue adds the bias and applies cuBLASLt's GELU (the tanh
 //         form) in float32 before rounding: GELU_BIAS, or GELU_AUX_BIAS writing the
 //         pre-activation for the backward too.
@@ -31,6 +35,9 @@
 #include <vector>
 
 #include "fused_linear_gelu.h"
+#if defined(WHEELOPS_SM90A_KERNELS)
+#include "fused_linear_gelu_sm90a.h"
+#endif
 #include "wheelops/cublaslt.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
@@ -140,6 +147,21 @@ void forward(
   // of 1 + |u| (measured, H100): far below a 16-bit result's rounding, far above
   // F.gelu's in float32, so float32 takes the exact path below (as fast: its GEMM
   // dominates, and the GELU_BIAS kernels were slower than BIAS ones there).
+#if defined(WHEELOPS_SM90A_KERNELS)
+  if constexpr (kSixteenBit<T>) {
+    if (mode == gelu::Approximate::kNone && pb != nullptr &&
+        cuda::compute_capability(device) == 90) {
+      const sm90a::Problem problem{
+          std::is_same_v<T, Half> ? sm90a::Dtype::kHalf
+                                  : sm90a::Dtype::kBFloat16,
+          px, pw, pb, po, pp, s.m, s.n, s.k, device, cuda::multiprocessor_count(device)};
+      if (sm90a::run(problem, stream)) {
+        WHEELOPS_CHECK_LAUNCH(kOp);
+        return;
+      }
+    }
+  }
+#endif
   if (mode == gelu::Approximate::kTanh && kSixteenBit<T> && fits) {
     const cublasLtEpilogue_t epilogue = pp != nullptr
         ? (pb != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)

@@ -96,6 +96,23 @@ inline int multiprocessor_count(int32_t device_index) {
   return count;
 }
 
+// major * 10 + minor (90: Hopper), cached per device as multiprocessor_count is.
+inline int compute_capability(int32_t device_index) {
+  static std::array<std::atomic<int>, kMaxDevices> cache{};
+  const bool cached = device_index >= 0 && device_index < kMaxDevices;
+  int capability = cached ? cache[device_index].load(std::memory_order_relaxed) : 0;
+  if (capability == 0) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index);
+    capability = major * 10 + minor;
+    if (cached) {
+      cache[device_index].store(capability, std::memory_order_relaxed);
+    }
+  }
+  return capability;
+}
+
 // Blocks for a grid-stride loop over `work_items`: enough to fill every SM
 // several times over, never more than the work needs.
 inline unsigned int grid_for(int64_t work_items, int threads, int32_t device_index) {

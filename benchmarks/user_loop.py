@@ -1,0 +1,203 @@
+"""The user's clock: N back-to-back calls timed on the wall clock, as a training or
+inference loop runs them — no GPU spin queuing the work first, no L2 flush, host time
+included (Python, the dispatcher, autograd, launches). run.py's tables time the GPU clock;
+this one says what a user's loop sees. Both are reported; "faster" means faster on both.
+
+    python benchmarks/user_loop.py [--out DIR] [--calls 100] [--rounds 5] [--quick]
+
+Rows, each forward (parameters requiring grad, as a module's do: autograd records the
+call) and forward+backward (torch.autograd.grad of the output):
+
+- the seed's benchmark: ``nn.Linear(768, 3072)`` + ``nn.GELU()`` against
+  ``wheelops.fused_linear_gelu`` at B=32 in float32;
+- fused_linear_gelu at the linear_gelu section's shapes, 16-bit and float32, both GELUs;
+- every other benchmarked op at its first "quick" shape, in bfloat16 where it takes it.
+
+Each cell is microseconds per call: the best of ``--rounds`` rounds of ``--calls`` calls
+after a warm-up, synchronized once per round. Columns: eager (the PyTorch a user writes),
+compile (torch.compile of it) and wheelops, and wheelops' speed-up over each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import environment
+import torch
+from cases import OPS, SEED
+
+import wheelops
+
+IMPLS = ("eager", "compile", "wheelops")
+PASSES = ("forward", "forward+backward")
+SEED_ROW = (32, 768, 3072)  # the seeds' benchmark: B=32, Linear(768, 3072) + GELU
+LINEAR_GELU_SHAPES = {
+    "quick": ((32, 768, 3072), (8192, 768, 3072)),
+    "full": ((32, 768, 3072), (8192, 768, 3072), (8192, 1024, 4096)),
+}
+LINEAR_GELU_DTYPES = (torch.bfloat16, torch.float32)
+
+
+@dataclass(frozen=True)
+class Row:
+    op: str
+    shape: str
+    dtype: str
+    pass_: str
+    us_per_call: dict[str, float]  # impl -> µs
+
+    def speedup(self, over: str) -> float | None:
+        mine, theirs = self.us_per_call.get("wheelops"), self.us_per_call.get(over)
+        return theirs / mine if mine and theirs else None
+
+
+def per_call_us(fn: Callable[[], object], calls: int, rounds: int, device: torch.device) -> float:
+    """Best of `rounds` rounds of `calls` back-to-back calls, wall clock, µs per call."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(max(3, calls // 10)):
+        fn()
+    sync()
+    best = float("inf")
+    for _ in range(rounds):
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e6
+
+
+def loops(
+    forward: Callable[..., object], args: Sequence[object], wrt: Sequence[torch.Tensor]
+) -> dict[str, Callable[[], object]]:
+    """The forward, and the forward+backward (gradients of `wrt`), of one implementation."""
+
+    def first_tensor() -> torch.Tensor:
+        out = forward(*args)
+        return out if isinstance(out, torch.Tensor) else next(iter(out))  # type: ignore[call-overload]
+
+    grad = first_tensor().detach().clone().normal_()
+
+    def step() -> object:
+        return torch.autograd.grad(first_tensor(), wrt, grad, allow_unused=True)
+
+    return {"forward": lambda: forward(*args), "forward+backward": step}
+
+
+def time_impls(
+    name: str, shape: str, dtype: torch.dtype, impls: dict[str, Callable[..., object]],
+    args: Sequence[object], wrt: Sequence[torch.Tensor], calls: int, rounds: int,
+    device: torch.device,
+) -> list[Row]:  # fmt: skip
+    timed = {impl: loops(fn, args, wrt) for impl, fn in impls.items()}
+    return [
+        Row(name, shape, str(dtype).removeprefix("torch."), pass_,
+            {impl: per_call_us(timed[impl][pass_], calls, rounds, device) for impl in timed})
+        for pass_ in PASSES
+    ]  # fmt: skip
+
+
+def linear_gelu_rows(
+    shapes: Sequence[tuple[int, int, int]], device: torch.device, calls: int, rounds: int,
+    compile_: bool,
+) -> list[Row]:  # fmt: skip
+    rows = []
+    for m, k, n in shapes:
+        for dtype in LINEAR_GELU_DTYPES:
+            for approximate in ("none", "tanh") if dtype != torch.float32 else ("none",):
+                torch.manual_seed(SEED)
+                linear = torch.nn.Linear(k, n, device=device, dtype=dtype)
+                gelu = torch.nn.GELU(approximate=approximate)
+                x = torch.randn(m, k, device=device, dtype=dtype)
+
+                def eager(x: torch.Tensor, linear=linear, gelu=gelu) -> torch.Tensor:
+                    return gelu(linear(x))
+
+                def fused(x: torch.Tensor, linear=linear, approximate=approximate) -> torch.Tensor:
+                    return wheelops.fused_linear_gelu(x, linear.weight, linear.bias, approximate)
+
+                impls: dict[str, Callable[..., object]] = {"eager": eager, "wheelops": fused}
+                if compile_:
+                    impls["compile"] = torch.compile(eager, fullgraph=True, dynamic=False)
+                label = f"{m}x{k}->{n}" + (f" {approximate}" if approximate != "none" else "")
+                wrt = [linear.weight, linear.bias]
+                rows += time_impls("fused_linear_gelu", label, dtype, impls, (x,), wrt, calls,
+                                   rounds, device)  # fmt: skip
+    return rows
+
+
+def other_op_rows(device: torch.device, calls: int, rounds: int, compile_: bool) -> list[Row]:
+    rows = []
+    for spec in OPS:
+        if spec.name == "fused_linear_gelu" or spec.benchmark is None:
+            continue
+        dtype = torch.bfloat16 if torch.bfloat16 in spec.dtypes else spec.dtypes[0]
+        shape = spec.benchmark.shapes["quick"][0]
+        args = spec.make(shape, dtype, device, SEED)
+        wrt = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        if spec.derivatives is not None:
+            for t in wrt:
+                t.requires_grad_(True)
+        impls: dict[str, Callable[..., object]] = {"eager": spec.eager, "wheelops": spec.call}
+        if compile_:
+            impls["compile"] = torch.compile(spec.eager, fullgraph=True, dynamic=False)
+        label = spec.benchmark.label(shape)
+        if spec.derivatives is None:
+            timed = {impl: per_call_us(lambda f=fn, a=args: f(*a), calls, rounds, device)
+                     for impl, fn in impls.items()}  # fmt: skip
+            rows.append(Row(spec.name, label, str(dtype).removeprefix("torch."), "forward", timed))
+            continue
+        rows += time_impls(spec.name, label, dtype, impls, args, wrt, calls, rounds, device)
+    return rows
+
+
+def table(rows: Sequence[Row]) -> str:
+    head = (
+        "| op | shape | dtype | pass | eager µs | compile µs | wheelops µs | vs eager "
+        "| vs compile |"
+    )
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        cells = [f"{r.us_per_call[i]:.1f}" if i in r.us_per_call else "-" for i in IMPLS]
+        ratios = [f"{s:.2f}x" if (s := r.speedup(i)) else "-" for i in ("eager", "compile")]
+        lines.append(f"| {r.op} | {r.shape} | {r.dtype} | {r.pass_} | {' | '.join(cells)} | "
+                     f"{' | '.join(ratios)} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python benchmarks/user_loop.py",
+                                     description=__doc__.split("\n")[0])  # fmt: skip
+    parser.add_argument("--out", type=Path, help="directory for user_loop.json and .md")
+    parser.add_argument("--calls", type=int, default=100, help="calls per round (default 100)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds; the best counts")
+    parser.add_argument("--quick", action="store_true", help="the section's quick shapes")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--ops", default="all", choices=("all", "fused_linear_gelu"))
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    shapes = LINEAR_GELU_SHAPES["quick" if args.quick else "full"]
+    compile_ = not args.no_compile
+    rows = linear_gelu_rows(shapes, device, args.calls, args.rounds, compile_)
+    if args.ops == "all":
+        rows += other_op_rows(device, args.calls, args.rounds, compile_)
+    text = table(rows)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        record = {"environment": environment.collect(device, wheelops), "calls": args.calls,
+                  "rounds": args.rounds, "rows": [asdict(r) for r in rows]}  # fmt: skip
+        (args.out / "user_loop.json").write_text(json.dumps(record, indent=2))
+        (args.out / "user_loop.md").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
