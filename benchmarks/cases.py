@@ -16,57 +16,33 @@ dispatcher, launches).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import opspecs
 import torch
-from opspecs._shapes import PROFILES
-from opspecs._spec import Benchmark, OpSpec, Output
+from opspecs._spec import Benchmark, OpSpec, Shape
 
-# (PROFILES, OpSpec and Output for the harness's other modules)
-__all__ = ["OPS", "OPS_BY_NAME", "PROFILES", "SEED", "Case", "OpSpec", "Output", "cases"]
-
-Shape = tuple[int, ...]
-Profile = str  # one of PROFILES
+Profile = str  # one of opspecs._shapes.PROFILES
 SEED = 1234
 
 OPS: tuple[OpSpec, ...] = tuple(spec for spec in opspecs.ALL if spec.benchmark is not None)
 OPS_BY_NAME: Mapping[str, OpSpec] = {spec.name: spec for spec in OPS}
 
 
-@dataclass(frozen=True)
-class Case:
-    """One op at one shape and dtype (both passes, when the op has a backward)."""
+def plan(spec: OpSpec) -> Benchmark:
+    assert spec.benchmark is not None, f"{spec.name} is not benchmarked here"
+    return spec.benchmark
 
-    spec: OpSpec
-    shape: Shape
-    dtype: torch.dtype
 
-    @property
-    def plan(self) -> Benchmark:
-        assert self.spec.benchmark is not None, f"{self.spec.name} is not benchmarked here"
-        return self.spec.benchmark
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
-    @property
-    def has_backward(self) -> bool:
-        return self.plan.has_backward
 
-    @property
-    def label(self) -> str:
-        return self.plan.label(self.shape)
-
-    @property
-    def dtype_name(self) -> str:
-        return str(self.dtype).removeprefix("torch.")
-
-    def inputs(self, device: torch.device) -> tuple[torch.Tensor, ...]:
-        return self.spec.make(self.shape, self.dtype, device, SEED)
-
-    def bytes(self, backward: bool) -> int:
-        itemsize = torch.empty((), dtype=self.dtype).element_size()
-        count = self.plan.backward_bytes if backward else self.plan.forward_bytes
-        assert count is not None
-        return count(self.shape, itemsize)
+def inputs(
+    spec: OpSpec, shape: Shape, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, ...]:
+    """The op's arguments at its own ``shape`` (a benchmark shape is the op's, not mapped
+    by problem_shape), the same on every run."""
+    return spec.make(shape, dtype, device, SEED)
 
 
 def grad_inputs(inputs: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
@@ -74,8 +50,10 @@ def grad_inputs(inputs: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
     return tuple(i for i, t in enumerate(inputs) if t.is_floating_point())
 
 
-def cases(spec: OpSpec, profile: Profile, dtypes: tuple[torch.dtype, ...]) -> list[Case]:
+def cases(
+    spec: OpSpec, profile: Profile, dtypes: tuple[torch.dtype, ...]
+) -> list[tuple[Shape, torch.dtype]]:
+    """The (shape, dtype) pairs the op is timed at (both passes, when it has a backward)."""
     # An op of other dtypes (images, volumes) ignores --dtypes: its own dtype instead.
     kinds = [dtype for dtype in dtypes if dtype in spec.dtypes] or spec.dtypes[:1]
-    assert spec.benchmark is not None
-    return [Case(spec, shape, dtype) for dtype in kinds for shape in spec.benchmark.shapes[profile]]
+    return [(shape, dtype) for dtype in kinds for shape in plan(spec).shapes[profile]]

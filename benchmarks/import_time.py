@@ -1,7 +1,7 @@
 """What `import wheelops` costs a program that already imports torch.
 
-    python3 benchmarks/import_time.py              # best of 9 fresh processes each
-    python3 benchmarks/import_time.py --runs 21 --json out.json
+    python3 -m benchmarks.import_time              # best of 9 fresh processes each
+    python3 -m benchmarks.import_time --runs 21 --json out.json
 
 Two numbers, each the best of `--runs` fresh interpreters (the first import of a process
 is the one a user pays; the best of several is the least disturbed by the machine):
@@ -14,10 +14,12 @@ is the one a user pays; the best of several is the least disturbed by the machin
   start to exit, so that interpreter shutdown and anything deferred count too; wall time
   and CPU time (the children's user + system time).
 
-Run it as a script with the Python whose wheelops is to be measured (not `python -m`
-from the checkout's root, which would put the source tree first on sys.path). It prints
-the numbers and where wheelops was imported from; it sets no limit (issue #28's target,
-on the 2-core CPU machine: 15 ms in-process, 30 ms as a process).
+Run it from the checkout's root with the Python whose installed wheelops is to be
+measured: the package imports that one, never the source tree (benchmarks/__init__.py),
+and the measured processes start outside the checkout's root (in specs/, which `-c`
+puts first on sys.path) and must import the same one. It prints the numbers and where
+wheelops was imported from; it sets no limit (issue #28's target, on the 2-core CPU
+machine: 15 ms in-process, 30 ms as a process).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from .installed import CHILD_CWD, check_child
+
 IN_PROCESS = (
     "import time, torch\n"
     "start, cpu = time.perf_counter(), time.process_time()\n"
@@ -41,7 +45,7 @@ IN_PROCESS = (
 def _process_seconds(code: str) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of `python -c code`, start to exit."""
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, cwd=CHILD_CWD)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     if child.returncode:
@@ -54,10 +58,12 @@ def measure(runs: int) -> dict[str, object]:
     torch_alone, with_wheelops = [], []
     for _ in range(runs):  # interleaved, so that a busy moment hits both alike
         out = subprocess.run(
-            [sys.executable, "-c", IN_PROCESS], check=True, capture_output=True, text=True
-        ).stdout.split()
+            [sys.executable, "-c", IN_PROCESS],
+            check=True, capture_output=True, text=True, cwd=CHILD_CWD,
+        ).stdout.split()  # fmt: skip
         in_process.append(float(out[0]))
         in_process_cpu.append(float(out[1]))
+        check_child(out[2])
         where = str(Path(out[2]).parent)
         torch_alone.append(_process_seconds("import torch"))
         with_wheelops.append(_process_seconds("import torch, wheelops"))

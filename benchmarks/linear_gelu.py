@@ -22,8 +22,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from timing import Timer
-from verify import Rule, mismatch
+
+from .cases import dtype_name
+from .timing import Timer
+from .verify import Rule, mismatch
 
 SHAPES = {  # (M, K, N): input [M, K], weight [N, K]
     "full": (
@@ -148,7 +150,7 @@ def measure_row(shape, dtype, approximate, pass_, timer: Timer, device, wheelops
     row: dict[str, Any] = {
         "shape": list(shape),
         "label": label(shape),
-        "dtype": str(dtype).removeprefix("torch."),
+        "dtype": dtype_name(dtype),
         "approximate": approximate,
         "pass": pass_,
         "status": "ok",

@@ -1,4 +1,4 @@
-"""One case, both passes: check wheelops against eager, then time all three.
+"""One op at one shape and dtype, both passes: check wheelops against eager, then time all three.
 
 Forward: each implementation called on inputs that need no gradient. Backward:
 each implementation's forward runs once, outside the timing; what is timed is
@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from cases import SEED, Case, Output, grad_inputs
-from timing import Timer
-from verify import Rule, as_tuple, float64_inputs, mismatch
+from opspecs._spec import OpSpec, Output, Shape
+
+from .cases import SEED, dtype_name, grad_inputs, inputs, plan
+from .timing import Timer
+from .verify import Rule, as_tuple, float64_inputs, mismatch
 
 PASSES = ("forward", "backward")
 
@@ -32,35 +34,51 @@ class Implementations:
 
 
 def measure_case(
-    case: Case, impls: Implementations, timer: Timer, device: torch.device
+    spec: OpSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    impls: Implementations,
+    timer: Timer,
+    device: torch.device,
 ) -> list[dict[str, Any]]:
-    inputs = case.inputs(device)
-    rows = [_forward(case, impls, timer, inputs)]
-    if case.has_backward:
-        rows.append(_backward(case, impls, timer, inputs))
+    args = inputs(spec, shape, dtype, device)
+    rows = [_forward(spec, shape, dtype, impls, timer, args)]
+    if plan(spec).has_backward:
+        rows.append(_backward(spec, shape, dtype, impls, timer, args))
     return rows
 
 
 def measure_forward(
-    case: Case, impls: Implementations, timer: Timer, device: torch.device
+    spec: OpSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    impls: Implementations,
+    timer: Timer,
+    device: torch.device,
 ) -> dict[str, Any]:
     """The forward pass alone (the size sweep)."""
-    return _forward(case, impls, timer, case.inputs(device))
+    return _forward(spec, shape, dtype, impls, timer, inputs(spec, shape, dtype, device))
 
 
-def new_row(case: Case, pass_: str, inputs: Sequence[torch.Tensor] = ()) -> dict[str, Any]:
-    plan = case.plan
+def new_row(
+    spec: OpSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    pass_: str,
+    args: Sequence[torch.Tensor] = (),
+) -> dict[str, Any]:
+    bench = plan(spec)
     return {
-        "op": case.spec.name,
+        "op": spec.name,
         "pass": pass_,
-        "dtype": case.dtype_name,
-        "shape": list(case.shape),
-        "label": case.label,
-        "input_shapes": [list(t.shape) for t in inputs],
-        "bytes": case.bytes(backward=pass_ == "backward"),
-        "eager_unfused": plan.eager_unfused[PASSES.index(pass_)],
-        "bandwidth_target": plan.bandwidth_target,
-        "note": plan.note,
+        "dtype": dtype_name(dtype),
+        "shape": list(shape),
+        "label": bench.label(shape),
+        "input_shapes": [list(t.shape) for t in args],
+        "bytes": bench.bytes(shape, dtype, backward=pass_ == "backward"),
+        "eager_unfused": bench.eager_unfused[PASSES.index(pass_)],
+        "bandwidth_target": bench.bandwidth_target,
+        "note": bench.note,
         "status": "ok",
         "problem": None,
         "wheelops": None,
@@ -75,10 +93,15 @@ def _describe(err: Exception) -> str:
 
 
 def _forward(
-    case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
+    spec: OpSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    impls: Implementations,
+    timer: Timer,
+    inputs: tuple[torch.Tensor, ...],
 ) -> dict[str, Any]:
-    row = new_row(case, "forward", inputs)
-    rule = rule_of(case)
+    row = new_row(spec, shape, dtype, "forward", inputs)
+    rule = rule_of(spec, shape)
     eager = impls.eager(*inputs)
     reference = impls.eager(*float64_inputs(inputs))
     _check(row, lambda: mismatch(impls.wheelops(*inputs), eager, reference, rule))
@@ -96,17 +119,22 @@ def _forward(
     return row
 
 
-def rule_of(case: Case) -> Rule:
+def rule_of(spec: OpSpec, shape: Shape) -> Rule:
     """What the op's results carry beyond float32 arithmetic and one rounding (verify)."""
-    plan = case.plan
-    return Rule(plan.sum_length(case.shape), plan.dtype_roundings, plan.relative_roundings)
+    bench = plan(spec)
+    return Rule(bench.sum_length(shape), bench.dtype_roundings, bench.relative_roundings)
 
 
 def _backward(
-    case: Case, impls: Implementations, timer: Timer, inputs: tuple[torch.Tensor, ...]
+    spec: OpSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    impls: Implementations,
+    timer: Timer,
+    inputs: tuple[torch.Tensor, ...],
 ) -> dict[str, Any]:
-    row = new_row(case, "backward", inputs)
-    rule = rule_of(case)
+    row = new_row(spec, shape, dtype, "backward", inputs)
+    rule = rule_of(spec, shape)
     wanted = grad_inputs(inputs)
     leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
     wrt = tuple(leaves[i] for i in wanted)
@@ -120,10 +148,10 @@ def _backward(
         for i, t in enumerate(float64_inputs(leaves))
     )
     outputs64 = as_tuple(impls.eager(*leaves64))
-    if case.plan.backward_from_rounded_output:  # the op's backward sees its rounded output
-        derivatives = case.spec.derivatives
+    if plan(spec).backward_from_rounded_output:  # the op's backward sees its rounded output
+        derivatives = spec.derivatives
         assert derivatives is not None and derivatives.backward_eager is not None
-        rounded = outputs64[0].detach().to(case.dtype).double()
+        rounded = outputs64[0].detach().to(dtype).double()
         reference = (derivatives.backward_eager(grads[0].double(), rounded, -1),)
     else:
         reference = torch.autograd.grad(

@@ -20,8 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from cases import Case, Output, grad_inputs
-from verify import as_tuple
+from opspecs._spec import OpSpec, Output, Shape
+
+from .cases import dtype_name, grad_inputs, inputs, plan
+from .verify import as_tuple
 
 MODES = ("forward", "no_grad", "forward+backward")
 # wheelops time / PyTorch time may be at most this, per device type and mode (CUDA's
@@ -35,17 +37,18 @@ ROUNDS = 5
 
 
 def measure_overhead(
-    case: Case,
+    spec: OpSpec,
+    shape: Shape,
+    dtype: torch.dtype,
     eager: Callable[..., Output],
     wheelops: Callable[..., Output],
     device: torch.device,
     calls: int,
 ) -> list[dict[str, Any]]:
     """One row per mode the op has: both implementations' µs per call and the verdict."""
-    inputs = case.inputs(device)
-    spec = case.spec
-    wanted = set(grad_inputs(inputs)) if case.has_backward else set()
-    leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
+    args = inputs(spec, shape, dtype, device)
+    wanted = set(grad_inputs(args)) if plan(spec).has_backward else set()
+    leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(args))
     wrt = tuple(leaves[i] for i in sorted(wanted))
     grads = tuple(torch.ones_like(out) for out in as_tuple(eager(*leaves)))
     modes = MODES if wanted else MODES[:2]
@@ -60,8 +63,8 @@ def measure_overhead(
         row: dict[str, Any] = {
             "op": spec.name,
             "mode": mode,
-            "dtype": case.dtype_name,
-            "shape": [list(t.shape) for t in inputs],
+            "dtype": dtype_name(dtype),
+            "shape": [list(t.shape) for t in args],
             "calls": calls,
             "limit": LIMITS[device.type][mode],
         }

@@ -2,13 +2,13 @@
 Stop: the kernels Nsight Compute should read, and nothing else.
 
     PYTHONPATH=specs ncu --profile-from-start off --set full -o gelu python3 \\
-        benchmarks/probe.py bias_gelu/forward/bfloat16/4096x16384/compile \\
+        -m benchmarks.probe bias_gelu/forward/bfloat16/4096x16384/compile \\
         bias_gelu/forward/bfloat16/4096x16384/wheelops
 
 A case is op/pass/dtype/shape/implementation (wheelops, eager or compile). The inputs,
 the eager formula and its torch.compile are the benchmark's own (the op descriptions in
 specs/opspecs); each case's first call (compile's compiles) runs before its profiled
-region. Run as a script from the checkout's root, like run.py.
+region. Run from the checkout's root, like run.py (python -m benchmarks.probe).
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import argparse
 from collections.abc import Callable
 
 import torch
-from cases import OPS_BY_NAME, Case, grad_inputs
-from measure import PASSES
-from verify import as_tuple
+from opspecs._spec import OpSpec, Shape
+
+from .cases import OPS_BY_NAME, grad_inputs, inputs
+from .measure import PASSES
+from .verify import as_tuple
 
 IMPLEMENTATIONS = ("wheelops", "eager", "compile")
 
@@ -31,8 +33,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def parse_case(text: str) -> tuple[Case, str, str]:
-    """'softmax/backward/bfloat16/4096x4096/compile' -> (case, pass, implementation)."""
+def parse_case(text: str) -> tuple[OpSpec, Shape, torch.dtype, str, str]:
+    """'softmax/backward/bfloat16/4096x4096/compile' -> (spec, shape, dtype, pass,
+    implementation)."""
     parts = text.split("/")
     if len(parts) != 5:
         raise argparse.ArgumentTypeError(f"{text!r}: expected op/pass/dtype/shape/impl")
@@ -48,20 +51,21 @@ def parse_case(text: str) -> tuple[Case, str, str]:
         dims = tuple(int(n) for n in shape.split("x"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: shape like 4096x1024") from None
-    return Case(OPS_BY_NAME[op], dims, getattr(torch, dtype)), pass_, impl
+    return OPS_BY_NAME[op], dims, getattr(torch, dtype), pass_, impl
 
 
-def step(case: Case, pass_: str, impl: str) -> Callable[[], object]:
+def step(
+    spec: OpSpec, shape: Shape, dtype: torch.dtype, pass_: str, impl: str
+) -> Callable[[], object]:
     """The call to profile; what it needs (a forward for the backward) already run."""
-    spec = case.spec
     fn = {"wheelops": spec.call, "eager": spec.eager}.get(impl)
     if fn is None:
         fn = torch.compile(spec.eager, dynamic=False, fullgraph=True)
-    inputs = case.inputs(torch.device("cuda"))
+    args = inputs(spec, shape, dtype, torch.device("cuda"))
     if pass_ == "forward":
-        return lambda: fn(*inputs)
-    wanted = grad_inputs(inputs)
-    leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs))
+        return lambda: fn(*args)
+    wanted = grad_inputs(args)
+    leaves = tuple(t.detach().requires_grad_(i in wanted) for i, t in enumerate(args))
     wrt = tuple(leaves[i] for i in wanted)
     outputs = as_tuple(fn(*leaves))
     grads = tuple(torch.randn_like(out) for out in outputs)
@@ -71,8 +75,8 @@ def step(case: Case, pass_: str, impl: str) -> Callable[[], object]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cudart = torch.cuda.cudart()
-    for case, pass_, impl in args.cases:
-        run = step(case, pass_, impl)
+    for case in args.cases:
+        run = step(*case)
         run()  # compiles, for compile; warms the allocator and caches for all
         torch.cuda.synchronize()
         cudart.cudaProfilerStart()

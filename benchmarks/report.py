@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import linear_gelu
-from targets import MET, MISSED, TARGETS
+from . import linear_gelu
+from .targets import MET, MISSED, TARGETS
 
 COLUMNS = (
     "op",

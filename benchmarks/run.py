@@ -1,9 +1,9 @@
 """wheelops vs eager PyTorch vs torch.compile, in one run: JSON and Markdown.
 
-    python benchmarks/run.py --out DIR [--ops layer_norm,softmax] [--dtypes bfloat16,float32]
-                             [--quick] [--device cuda|cpu] [--reps N] [--no-compile]
-                             [--sections main,overhead,sweep,linear_gelu]
-    python benchmarks/run.py --only-table DIR/benchmark.json [--out DIR]
+    PYTHONPATH=specs python -m benchmarks.run --out DIR [--ops layer_norm,softmax]
+        [--dtypes bfloat16,float32] [--quick] [--device cuda|cpu] [--reps N] [--no-compile]
+        [--sections main,overhead,sweep,linear_gelu]
+    PYTHONPATH=specs python -m benchmarks.run --only-table DIR/benchmark.json [--out DIR]
 
 Writes DIR/benchmark.json (rewritten after every case, so an interrupted run
 keeps what it measured), DIR/benchmark.md and, with matplotlib, DIR/sweep.png and
@@ -12,8 +12,9 @@ nn.Linear+nn.GELU, torch.compile and torch._addmm_activation) runs when --sectio
 it, or with every section when --ops is not given.
 Progress goes to stderr. Exits 1
 when any wheelops result was wrong or failed, 2 on bad arguments or a wheelops
-that lacks a selected op. Run it as a script: it imports the installed wheelops,
-never a source tree next to it. See benchmarks/README.md.
+that lacks a selected op. Run from the checkout's root, it imports the installed
+wheelops, never the source tree beside it (benchmarks/__init__.py). See
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -25,23 +26,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-import environment
-import linear_gelu
 import torch
-from cases import OPS, OPS_BY_NAME, PROFILES, Case, OpSpec, cases
-from measure import PASSES, Implementations, measure_case, new_row
-from overhead import measure_overhead
-from plot import PLOT_NAME, plot_sweep
-from report import render
-from sweep import sweep_rows
-from targets import derive
-from timing import Timer, copy_bandwidth
-from verify import FLOAT_DTYPES
+from opspecs._shapes import PROFILES
+from opspecs._spec import OpSpec, Shape
+
+from . import environment, linear_gelu
+from .cases import OPS, OPS_BY_NAME, cases, dtype_name, plan
+from .measure import PASSES, Implementations, measure_case, new_row
+from .overhead import measure_overhead
+from .plot import PLOT_NAME, plot_sweep
+from .report import render
+from .sweep import sweep_rows
+from .targets import derive
+from .timing import Timer, copy_bandwidth
+from .verify import FLOAT_DTYPES
 
 JSON_NAME, MARKDOWN_NAME = "benchmark.json", "benchmark.md"
 SCHEMA_VERSION = 3  # 2: sections (overhead, sweep), the eager-parity target; 3: linear_gelu
 SECTIONS = ("main", "overhead", "sweep", "linear_gelu")
-DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in FLOAT_DTYPES}
+DTYPES = {dtype_name(dtype): dtype for dtype in FLOAT_DTYPES}
 COMPILE_MODE = "default"
 # Enough compiled graphs per op for every shape x dtype x (forward, training) it meets.
 RECOMPILE_LIMIT = 256
@@ -49,7 +52,7 @@ RECOMPILE_LIMIT = 256
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python benchmarks/run.py", description=__doc__.split("\n")[0]
+        prog="python -m benchmarks.run", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--out", type=Path, help="directory for benchmark.json and .md")
     parser.add_argument(
@@ -193,7 +196,7 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
             "device": str(device),
             "profile": profile,
             "ops": [spec.name for spec in args.specs],
-            "dtypes": [str(dtype).removeprefix("torch.") for dtype in args.dtype_list],
+            "dtypes": [dtype_name(dtype) for dtype in args.dtype_list],
             "reps": reps,
             "warmup": warmup,
             "timer": timer.method,
@@ -225,21 +228,23 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
             else torch.compile(spec.eager, dynamic=False, fullgraph=True),
         )
         if "main" in args.section_list:
-            for case in cases(spec, profile, args.dtype_list):
-                for row in _measure(case, impls, timer, device):
+            for shape, dtype in cases(spec, profile, args.dtype_list):
+                for row in _measure(spec, shape, dtype, impls, timer, device):
                     data["rows"].append(derive(row, copy.gbps))
                     print(_progress(row, time.perf_counter() - started), file=sys.stderr)
                 _write(args.out, data, markdown=False)
         if "sweep" in args.section_list:
             # On the CPU the smoke run's shapes again: already compiled, so cheap.
             sweep = cases(spec, "sweep" if on_gpu else "tiny", args.dtype_list[:1])
-            for row in sweep_rows(sweep, impls, timer, device, copy.gbps):
+            for row in sweep_rows(spec, sweep, impls, timer, device, copy.gbps):
                 data["sweep"].append(row)
                 print(_progress(row, time.perf_counter() - started), file=sys.stderr)
             _write(args.out, data, markdown=False)
         if "overhead" in args.section_list:
-            for case in cases(spec, "overhead", args.dtype_list[:1]):
-                rows = measure_overhead(case, spec.eager, impls.wheelops, device, overhead_calls)
+            for shape, dtype in cases(spec, "overhead", args.dtype_list[:1]):
+                rows = measure_overhead(
+                    spec, shape, dtype, spec.eager, impls.wheelops, device, overhead_calls
+                )
                 data["overhead"] += rows
                 for row in rows:
                     measured = (
@@ -279,13 +284,20 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
     return 1 if bad else 0
 
 
-def _measure(case: Case, impls: Implementations, timer: Timer, device: torch.device) -> list[dict]:
+def _measure(
+    spec: OpSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    impls: Implementations,
+    timer: Timer,
+    device: torch.device,
+) -> list[dict]:
     """measure_case, with an error outside wheelops (out of memory, say) reported, not fatal."""
     try:
-        return measure_case(case, impls, timer, device)
+        return measure_case(spec, shape, dtype, impls, timer, device)
     except Exception as err:
-        passes = PASSES if case.has_backward else PASSES[:1]
-        rows = [new_row(case, pass_) for pass_ in passes]
+        passes = PASSES if plan(spec).has_backward else PASSES[:1]
+        rows = [new_row(spec, shape, dtype, pass_) for pass_ in passes]
         for row in rows:
             row.update(status="error", problem=f"{type(err).__name__}: {err}"[:500])
         return rows

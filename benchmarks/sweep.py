@@ -12,22 +12,30 @@ import math
 from typing import Any
 
 import torch
-from cases import Case
-from measure import Implementations, measure_forward, new_row
-from targets import derive
-from timing import Timer, copy_bandwidth
+from opspecs._spec import OpSpec, Shape
+
+from .cases import inputs
+from .measure import Implementations, measure_forward, new_row
+from .targets import derive
+from .timing import Timer, copy_bandwidth
 
 
 def sweep_rows(
-    cases: list[Case], impls: Implementations, timer: Timer, device: torch.device, copy_gbps: float
+    spec: OpSpec,
+    cases: list[tuple[Shape, torch.dtype]],
+    impls: Implementations,
+    timer: Timer,
+    device: torch.device,
+    copy_gbps: float,
 ) -> list[dict[str, Any]]:
-    """One forward row per case, with the copy bandwidth measured at its byte count."""
+    """One forward row per (shape, dtype), with the copy bandwidth measured at its bytes."""
     rows = []
-    for case in cases:
+    for shape, dtype in cases:
         try:
-            row = measure_forward(case, impls, timer, device)
+            row = measure_forward(spec, shape, dtype, impls, timer, device)
         except Exception as err:  # out of memory at the largest size, say: reported
-            row = new_row(case, "forward", case.inputs(torch.device("meta")))
+            meta = inputs(spec, shape, dtype, torch.device("meta"))
+            row = new_row(spec, shape, dtype, "forward", meta)
             row.update(status="error", problem=f"{type(err).__name__}: {err}"[:500])
         row = derive(row, copy_gbps)
         row["elements"] = _elements(row)

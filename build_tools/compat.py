@@ -10,11 +10,13 @@ facts record, writer, ELF reader, matrix model and policy the installed guard us
 are plain imports: CMake runs the core as `python -m _compat.cmake` with the installed
 package's folder on PYTHONPATH (share/cmake/wheelops/wheelopsConfig.cmake). Only two
 bootstraps remain, for processes whose sys.path holds no checkout, and each loads just
-build_tools/__init__.py so that `import build_tools` resolves: the noxfile (the `nox`
-script does not put its folder on sys.path as `python -m nox` does) and the tests
-(tests/_checkout.py: the suite runs against an installed wheel, from outside the
-checkout, which must not shadow it). wheelops/_damage.py reads a damaged install's
-RECORD by location on purpose: it must work when the package's own imports fail.
+a package's __init__.py so that `import build_tools` (and the tests' `import benchmarks`)
+resolves: the noxfile (the `nox` script does not put its folder on sys.path as
+`python -m nox` does) and the tests (tests/_checkout.py: the suite runs against an
+installed wheel, from outside the checkout, which must not shadow it). The reverse
+case, the benchmarks run from the checkout's root, imports wheelops by searching sys.path
+without the checkout (benchmarks/installed.py). wheelops/_damage.py reads a damaged
+install's RECORD by location on purpose: it must work when the package's own imports fail.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The source checkout from the tests: its build_tools, and copies with nothing built.
+"""The source checkout from the tests: its build_tools and benchmarks, and copies with
+nothing built.
 
 The suite runs against an installed wheel from outside the checkout, so the
 checkout is not on sys.path, and must not be (its wheelops would shadow the
-wheel's): build_tools is imported by its location instead (one of the two bootstraps
-build_tools/compat.py lists beside its loader, the only other code loaded by location).
+wheel's): build_tools and benchmarks are imported by their location instead (one of the
+two bootstraps build_tools/compat.py lists beside its loader, the only other code loaded
+by location).
 """
 
 from __future__ import annotations
@@ -33,15 +35,20 @@ def checkout_copy(tmp_path: Path) -> Path:
 
 def import_build_tools() -> None:
     """Make `import build_tools` import the checkout's; skip the module without one."""
-    if "build_tools" in sys.modules:
+    import_checkout_package("build_tools")
+
+
+def import_checkout_package(name: str) -> None:
+    """Make `import <name>` import the checkout's package of that name (build_tools,
+    benchmarks); skip the module without one."""
+    if name in sys.modules:
         return
-    if not (REPO / "build_tools").is_dir():
+    folder = REPO / name
+    if not (folder / "__init__.py").is_file():
         pytest.skip("needs the source checkout", allow_module_level=True)
     spec = importlib.util.spec_from_file_location(
-        "build_tools",
-        REPO / "build_tools" / "__init__.py",
-        submodule_search_locations=[str(REPO / "build_tools")],
+        name, folder / "__init__.py", submodule_search_locations=[str(folder)]
     )
     assert spec is not None and spec.loader is not None
-    sys.modules["build_tools"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules["build_tools"])
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])

@@ -37,6 +37,7 @@ from _norm_helpers import (
     hoeffding,
     summation_parts,
 )
+from opspecs.fused_linear_gelu import reference
 
 GELU_SLOPE = 1.129  # max |gelu'(u)| (both forms: 1.12890 erf, 1.12899 tanh)
 GELU_CURVATURE = 0.798  # max |gelu''(u)| = 2 / sqrt(2 pi), at u = 0
@@ -144,7 +145,7 @@ def forward_bound(x, w, b, approximate, device="cpu", rounded_twice=False, tf32=
     pre, random, systematic = pre_activation(
         x, w, b, device=device, rounded_twice=rounded_twice, tf32=tf32
     )
-    expected = F.gelu(pre, approximate=approximate)
+    expected = as_rows(reference(x.cpu(), w.cpu(), None if b is None else b.cpu(), approximate))
     ulps = EVALUATION_ULPS
     if approximate == "tanh" and device == "cuda" and dtype.itemsize == 2:
         ulps = CUBLASLT_GELU_ULPS

@@ -1,5 +1,6 @@
-"""float64 references and tolerances shared by the layer_norm / rms_norm tests, and the
-bounds on sums (column sums, GEMMs) that the bias_gelu and lltm gradient checks share."""
+"""Tolerances shared by the layer_norm / rms_norm tests (their float64 references are
+their descriptions', specs/opspecs), and the bounds on sums (column sums, GEMMs) that the
+bias_gelu and lltm gradient checks share."""
 
 from __future__ import annotations
 
@@ -26,25 +27,6 @@ LAMBDA = 8.0
 # a block's worth, and past the register-resident limit on GPU.
 LENGTHS = [1, 2, 3, 7, 127, 1000, 1031, 4096, 8193]
 GPU_LENGTHS = [16384, 32768, 65536, 65537, 100000, 262144]
-
-
-def layer_norm_reference(x, weight, bias, eps):
-    """The formula in float64, from the (already rounded) inputs."""
-    x64 = x.double()
-    mean = x64.mean(-1, keepdim=True)
-    var = (x64 - mean).square().mean(-1, keepdim=True)
-    out = (x64 - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight.double()
-    if bias is not None:
-        out = out + bias.double()
-    return out
-
-
-def rms_norm_reference(x, weight, eps):
-    x64 = x.double()
-    out = x64 / torch.sqrt(x64.square().mean(-1, keepdim=True) + eps)
-    return out * weight.double() if weight is not None else out
 
 
 def float64_grads(fn, grad, *inputs):

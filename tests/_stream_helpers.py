@@ -20,7 +20,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from _op_catalog import OpCase, forward_backward, grad_leaves, outputs
+from _op_catalog import forward_backward, grad_leaves, outputs
+from opspecs._spec import OpSpec
 
 ROWS, COLS = 256, 384
 
@@ -53,7 +54,7 @@ def tensors(values: Sequence[object]) -> list[torch.Tensor]:
 
 
 def grads_like(
-    case: OpCase, args: tuple, outs: Sequence[torch.Tensor], seed: int
+    spec: OpSpec, args: tuple, outs: Sequence[torch.Tensor], seed: int
 ) -> list[torch.Tensor]:
     """Random output gradients (ones would make softmax's input grad ~0).
 
@@ -78,12 +79,12 @@ def _reference_arg(a: object) -> object:
 
 
 def eager_reference(
-    case: OpCase, args: tuple, out_grads: Sequence[torch.Tensor]
+    spec: OpSpec, args: tuple, out_grads: Sequence[torch.Tensor]
 ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
     """PyTorch eager's outputs and input grads, in float64 on the host."""
     ref_args = tuple(_reference_arg(a) for a in args)
     with torch.enable_grad():
-        outs = outputs(case.eager(*ref_args))
+        outs = outputs(spec.answer(*ref_args))
         leaves = grad_leaves(ref_args)
         grads: tuple[torch.Tensor, ...] = ()
         if leaves:
@@ -93,12 +94,12 @@ def eager_reference(
 
 
 def assert_matches_eager(
-    case: OpCase, actual: Sequence[torch.Tensor], expected: Sequence[torch.Tensor], what: str = ""
+    spec: OpSpec, actual: Sequence[torch.Tensor], expected: Sequence[torch.Tensor], what: str = ""
 ) -> None:
     """actual (any device) against eager_reference's tensors."""
     assert len(actual) == len(expected), what
     atol, rtol = _F32_ATOL, _F32_RTOL
-    if case.spec.torch_gemms and _tf32_possible():
+    if spec.torch_gemms and _tf32_possible():
         atol = rtol = _TF32_TOL
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         a = a.detach().cpu()
@@ -118,7 +119,7 @@ def assert_matches_eager(
 
 
 def assert_same_kernels(
-    case: OpCase,
+    spec: OpSpec,
     actual: Sequence[torch.Tensor],
     expected: Sequence[torch.Tensor],
     what: str = "",
@@ -127,7 +128,7 @@ def assert_same_kernels(
     """Bitwise equal (compared on the host, so the devices may differ), unless
     `exact` is False or the op has a torch GEMM (then a float32-rounding tolerance)."""
     assert len(actual) == len(expected), what
-    exact = exact and not case.spec.torch_gemms
+    exact = exact and not spec.torch_gemms
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         a, e = a.detach().cpu(), e.detach().cpu()
         assert a.dtype == e.dtype, f"{what} [{i}]: dtype {a.dtype} != {e.dtype}"
@@ -179,14 +180,14 @@ class BesideBusyRun:
 
 
 def run_beside_busy_default_streams(
-    case: OpCase,
+    spec: OpSpec,
     device: torch.device,
     side: torch.cuda.Stream,
     busy: Sequence[torch.device],
     sleep_ms: float,
     seed: int,
 ) -> BesideBusyRun:
-    """Forward and backward of `case` on `side` (a stream of `device`) while the
+    """Forward and backward of `spec` on `side` (a stream of `device`) while the
     default streams of `busy` run a long sleep; snapshot the results to the host
     on `side` and see whether the sleeps are still running.
 
@@ -205,15 +206,15 @@ def run_beside_busy_default_streams(
     # `side`'s pool of the caching allocator, so the measured run needs no
     # cudaMalloc (which may synchronize).
     with current_stream_on(side):
-        warm = case.inputs(ROWS, COLS, device=device, seed=seed + 1000, requires_grad=True)
-        warm_outs = outputs(case.run(*warm))
-        forward_backward(case, warm, grads_like(case, warm, warm_outs, seed + 2000))
+        warm = spec.inputs((ROWS, COLS), device=device, seed=seed + 1000, requires_grad=True)
+        warm_outs = outputs(spec.call(*warm))
+        forward_backward(spec, warm, grads_like(spec, warm, warm_outs, seed + 2000))
         # The inputs: made on `side`, complete before anything else is queued.
         # (Not by running the op on them: its freed outputs would leave the right
         # answers in the very blocks the measured run gets, and hide a kernel that
         # never ran on `side`.)
-        args = case.inputs(ROWS, COLS, device=device, seed=seed, requires_grad=True)
-        out_grads = grads_like(case, args, warm_outs, seed + 1)
+        args = spec.inputs((ROWS, COLS), device=device, seed=seed, requires_grad=True)
+        out_grads = grads_like(spec, args, warm_outs, seed + 1)
     for d in busy:
         occupy_default_stream(d, 0.001)  # loads the sleep kernel
         torch.cuda.synchronize(d)
@@ -224,7 +225,7 @@ def run_beside_busy_default_streams(
     for d in busy:
         occupy_default_stream(d, sleep_ms)
     with current_stream_on(side):
-        outs, grads = forward_backward(case, args, out_grads)
+        outs, grads = forward_backward(spec, args, out_grads)
         # Host copies on `side`: they wait for `side` only.
         snapshot = [t.detach().cpu() for t in (*outs, *grads)]
     busy_after = [not torch.cuda.default_stream(d).query() for d in busy]
@@ -236,7 +237,7 @@ def run_beside_busy_default_streams(
 
 
 def check_beside_busy_default_streams(
-    case: OpCase, device: torch.device, busy: list[torch.device]
+    spec: OpSpec, device: torch.device, busy: list[torch.device]
 ) -> None:
     """run_beside_busy_default_streams, checked: right results, the same bits as
     the same call on the default stream, and the default streams still busy.
@@ -250,16 +251,16 @@ def check_beside_busy_default_streams(
     for attempt, sleep_ms in enumerate((250.0, 1000.0)):
         # New values each attempt: the last one's right answers are in the pool.
         seed = 3 + 10 * attempt
-        run = run_beside_busy_default_streams(case, device, side, busy, sleep_ms, seed)
+        run = run_beside_busy_default_streams(spec, device, side, busy, sleep_ms, seed)
         n_outs = len(run.snapshot) - len(grad_leaves(run.args))
         # The same call on the (now idle) default stream, and eager's answer.
         with torch.cuda.device(device):
-            expected_outs, expected_grads = forward_backward(case, run.args, run.out_grads)
-        assert_same_kernels(case, run.snapshot[:n_outs], expected_outs, "outputs")
-        assert_same_kernels(case, run.snapshot[n_outs:], expected_grads, "input grads")
-        ref_outs, ref_grads = eager_reference(case, run.args, run.out_grads)
-        assert_matches_eager(case, run.snapshot[:n_outs], ref_outs, "outputs")
-        assert_matches_eager(case, run.snapshot[n_outs:], ref_grads, "input grads")
+            expected_outs, expected_grads = forward_backward(spec, run.args, run.out_grads)
+        assert_same_kernels(spec, run.snapshot[:n_outs], expected_outs, "outputs")
+        assert_same_kernels(spec, run.snapshot[n_outs:], expected_grads, "input grads")
+        ref_outs, ref_grads = eager_reference(spec, run.args, run.out_grads)
+        assert_matches_eager(spec, run.snapshot[:n_outs], ref_outs, "outputs")
+        assert_matches_eager(spec, run.snapshot[n_outs:], ref_grads, "input grads")
         if all(run.busy_after) or run.host_ms < sleep_ms:
             break
     assert run is not None

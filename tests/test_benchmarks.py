@@ -1,4 +1,4 @@
-"""The benchmark harness (benchmarks/run.py) in its CPU smoke mode.
+"""The benchmark harness (python -m benchmarks.run) in its CPU smoke mode.
 
 It runs in-process on the wheelops under test, with tiny shapes: the point is
 that every case runs, that wheelops is checked against eager before it is timed
@@ -13,20 +13,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-# benchmarks/ is on the path by pytest's `pythonpath` setting (pyproject.toml): the
-# harness is a directory of scripts, run as `python benchmarks/run.py`.
-import cases
-import linear_gelu
-import overhead
-import plot
 import pytest
-import run
-import targets
 import torch
 import torch.nn.functional as F
-import verify
+from _checkout import import_checkout_package
+from opspecs._shapes import PROFILES
 
 import wheelops
+
+import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
+from benchmarks import cases, linear_gelu, overhead, plot, run, targets, verify  # noqa: E402
 
 AVAILABLE = [spec.name for spec in cases.OPS if callable(getattr(wheelops, spec.name, None))]
 IMPL_KEYS = {"median_us", "min_us", "reps", "gbps", "pct_copy"}
@@ -82,10 +78,10 @@ def test_smoke_run_checks_and_times_every_available_op(tmp_path):
     assert data["copy_bandwidth"]["gbps"] > 0
 
     expected = {
-        (case.spec.name, pass_, case.dtype_name, case.label)
+        (spec.name, pass_, cases.dtype_name(dtype), spec.benchmark.label(shape))
         for spec in cases.OPS
         if spec.name in AVAILABLE
-        for case in cases.cases(spec, "tiny", (torch.float32, torch.bfloat16))
+        for shape, dtype in cases.cases(spec, "tiny", (torch.float32, torch.bfloat16))
         for pass_ in (("forward", "backward") if spec.benchmark.has_backward else ("forward",))
     }
     rows = data["rows"]
@@ -116,10 +112,10 @@ def test_smoke_run_checks_and_times_every_available_op(tmp_path):
     # The sweep: the forward of every op at its smoke shapes, first dtype only.
     sweep = data["sweep"]
     assert {(r["op"], r["dtype"], r["label"]) for r in sweep} == {
-        (case.spec.name, case.dtype_name, case.label)
+        (spec.name, cases.dtype_name(dtype), spec.benchmark.label(shape))
         for spec in cases.OPS
         if spec.name in AVAILABLE
-        for case in cases.cases(spec, "tiny", (torch.float32,))
+        for shape, dtype in cases.cases(spec, "tiny", (torch.float32,))
     }
     for row in sweep:
         assert row["pass"] == "forward" and row["status"] == "ok"
@@ -258,22 +254,23 @@ def test_an_op_missing_from_wheelops_fails_loudly(tmp_path, monkeypatch, capsys,
 def test_every_op_has_cases_in_every_profile():
     assert len({spec.name for spec in cases.OPS}) == len(cases.OPS) == 10
     for spec in cases.OPS:
-        for profile in cases.PROFILES:
+        for profile in PROFILES:
             if (spec.name, profile) == ("lltm", "sweep"):  # GEMM-bound: no bandwidth curve
                 assert not spec.benchmark.shapes[profile]
                 continue
             assert cases.cases(spec, profile, (torch.bfloat16, torch.float32)), (spec, profile)
     sweep = cases.cases(cases.OPS_BY_NAME["softmax"], "sweep", (torch.bfloat16,))
-    assert [math.prod(case.shape) for case in sweep] == [4**k for k in range(8, 15)]
+    assert [math.prod(shape) for shape, _ in sweep] == [4**k for k in range(8, 15)]
     full = {spec.name: cases.cases(spec, "full", (torch.bfloat16,)) for spec in cases.OPS}
-    assert [case.label for case in full["layer_norm"]] == [
+    layer_norm = cases.OPS_BY_NAME["layer_norm"].benchmark
+    assert [layer_norm.label(shape) for shape, _ in full["layer_norm"]] == [
         "4096x1024",
         "4096x4096",
         "4096x8192",
         "4096x16384",
         "8192x8192",
     ]
-    assert [case.dtype for case in full["rgb_to_gray"]] == [torch.uint8, torch.uint8]
+    assert [dtype for _, dtype in full["rgb_to_gray"]] == [torch.uint8, torch.uint8]
 
 
 @pytest.mark.parametrize(
@@ -288,11 +285,11 @@ def test_every_op_has_cases_in_every_profile():
     ],
 )
 def test_bytes_that_must_move(op, shape, dtype, forward, backward):
-    case = cases.Case(cases.OPS_BY_NAME[op], shape, dtype)
-    assert case.bytes(backward=False) == forward
-    assert case.has_backward == (backward is not None)
+    plan = cases.OPS_BY_NAME[op].benchmark
+    assert plan.bytes(shape, dtype, backward=False) == forward
+    assert plan.has_backward == (backward is not None)
     if backward is not None:
-        assert case.bytes(backward=True) == backward
+        assert plan.bytes(shape, dtype, backward=True) == backward
 
 
 def test_inputs_have_the_shapes_the_ops_take():
@@ -302,10 +299,10 @@ def test_inputs_have_the_shapes_the_ops_take():
         "bias_gelu": ((5, 33), [[5, 33], [33]]),
     }
     for op, (shape, expected) in sizes.items():
-        case = cases.Case(cases.OPS_BY_NAME[op], shape, torch.float32)
-        assert [list(t.shape) for t in case.inputs(torch.device("cpu"))] == expected
-    image = cases.Case(cases.OPS_BY_NAME["rgb_to_gray"], (64, 64), torch.uint8)
-    (pixels,) = image.inputs(torch.device("cpu"))
+        args = cases.inputs(cases.OPS_BY_NAME[op], shape, torch.float32, torch.device("cpu"))
+        assert [list(t.shape) for t in args] == expected
+    gray = cases.OPS_BY_NAME["rgb_to_gray"]
+    (pixels,) = cases.inputs(gray, (64, 64), torch.uint8, torch.device("cpu"))
     assert pixels.dtype == torch.uint8 and int(pixels.max()) > 250
 
 

@@ -11,9 +11,9 @@ import opspecs
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
-from _derivative_cases import CASE_IDS, CASES, Case, outputs
 from _helpers import DEVICES, randn
-from opspecs._spec import Derivatives
+from _op_catalog import DERIVATIVE_SAMPLES, outputs
+from opspecs._spec import Derivatives, OpSpec, Sample
 from torch.autograd import gradcheck, gradgradcheck
 
 import wheelops
@@ -30,11 +30,11 @@ def _tangents(inputs: tuple[torch.Tensor, ...], seed: int = 100) -> tuple[torch.
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
-def test_gradcheck_reverse_and_forward_mode(case: Case, device: str) -> None:
-    inputs = case.make(SHAPE, torch.float64, device, seed=1)
+@pytest.mark.parametrize("spec, sample", DERIVATIVE_SAMPLES)
+def test_gradcheck_reverse_and_forward_mode(spec: OpSpec, sample: Sample, device: str) -> None:
+    inputs = spec.inputs(SHAPE, torch.float64, device, 1, sample=sample, requires_grad=True)
     assert gradcheck(
-        case.wheelops,
+        sample.call,
         inputs,
         check_forward_ad=True,
         check_backward_ad=True,
@@ -44,60 +44,60 @@ def test_gradcheck_reverse_and_forward_mode(case: Case, device: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
-def test_jvp_matches_eager(case: Case, device: str) -> None:
-    primals = _detached(case.make(SHAPE, torch.float64, device, seed=2))
+@pytest.mark.parametrize("spec, sample", DERIVATIVE_SAMPLES)
+def test_jvp_matches_eager(spec: OpSpec, sample: Sample, device: str) -> None:
+    primals = spec.inputs(SHAPE, torch.float64, device, 2, sample=sample)
     tangents = _tangents(primals)
-    _, got = torch.func.jvp(case.wheelops, primals, tangents)
-    _, want = torch.func.jvp(case.eager, primals, tangents)
+    _, got = torch.func.jvp(sample.call, primals, tangents)
+    _, want = torch.func.jvp(sample.eager, primals, tangents)
     for g, w in zip(outputs(got), outputs(want), strict=True):
         assert g.abs().max() > 0  # the zero tangent
         torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10)
     # torch.autograd.forward_ad, and a tangent on one input only.
     with fwAD.dual_level():
         duals = [fwAD.make_dual(primals[0], tangents[0]), *primals[1:]]
-        dual_out = outputs(case.wheelops(*duals))
+        dual_out = outputs(sample.call(*duals))
         got_one = [fwAD.unpack_dual(o).tangent for o in dual_out]
     _, want_one = torch.func.jvp(
-        lambda first: case.eager(first, *primals[1:]), (primals[0],), (tangents[0],)
+        lambda first: sample.eager(first, *primals[1:]), (primals[0],), (tangents[0],)
     )
     for g, w in zip(got_one, outputs(want_one), strict=True):
         assert g is not None
         torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10)
 
 
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
-def test_torch_func_transforms_match_eager(case: Case) -> None:
-    primals = _detached(case.make(SHAPE, torch.float64, "cpu", seed=3))
+@pytest.mark.parametrize("spec, sample", DERIVATIVE_SAMPLES)
+def test_torch_func_transforms_match_eager(spec: OpSpec, sample: Sample) -> None:
+    primals = spec.inputs(SHAPE, torch.float64, "cpu", 3, sample=sample)
 
     def first_output(fn):
         return lambda *args: outputs(fn(*args))[0]
 
     for transform in (torch.func.jacrev, torch.func.jacfwd):
-        got = transform(first_output(case.wheelops))(*primals)
-        want = transform(first_output(case.eager))(*primals)
+        got = transform(first_output(sample.call))(*primals)
+        want = transform(first_output(sample.eager))(*primals)
         torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10)
-    got = torch.func.vmap(first_output(case.wheelops))(*(t.unsqueeze(0) for t in primals))
-    torch.testing.assert_close(got[0], first_output(case.eager)(*primals))
+    got = torch.func.vmap(first_output(sample.call))(*(t.unsqueeze(0) for t in primals))
+    torch.testing.assert_close(got[0], first_output(sample.eager)(*primals))
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
-def test_second_derivatives_or_a_clear_error(case: Case, device: str) -> None:
-    inputs = case.make(SHAPE, torch.float64, device, seed=4)
-    if case.second_order:
-        assert gradgradcheck(case.wheelops, inputs, check_fwd_over_rev=True)
+@pytest.mark.parametrize("spec, sample", DERIVATIVE_SAMPLES)
+def test_second_derivatives_or_a_clear_error(spec: OpSpec, sample: Sample, device: str) -> None:
+    inputs = spec.inputs(SHAPE, torch.float64, device, 4, sample=sample, requires_grad=True)
+    if spec.derivatives.second:
+        assert gradgradcheck(sample.call, inputs, check_fwd_over_rev=True)
         return
     grads = torch.autograd.grad(
-        outputs(case.wheelops(*inputs))[0].square().sum(), inputs, create_graph=True
+        outputs(sample.call(*inputs))[0].square().sum(), inputs, create_graph=True
     )
-    prefix = f"wheelops.{case.backward_op} does not support"
+    prefix = f"wheelops.{spec.derivatives.backward_op} does not support"
     with pytest.raises(NotImplementedError, match=f"^{prefix} backward: it is the gradient"):
         torch.autograd.grad(sum(g.square().sum() for g in grads), inputs)
     primals = _detached(inputs)
 
     def loss(*args):
-        return outputs(case.wheelops(*args))[0].square().sum()
+        return outputs(sample.call(*args))[0].square().sum()
 
     with pytest.raises(NotImplementedError, match=f"^{prefix} forward-mode AD: it is the"):
         torch.func.jacfwd(torch.func.jacrev(loss))(*primals)

@@ -26,10 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 
+import opspecs
 import pytest
 import torch
 from _helpers import DEVICES, needs_caching_allocator
-from _op_catalog import CATALOG, NAMES, OpCase, forward_backward, outputs
+from _op_catalog import forward_backward, outputs
+from opspecs._spec import OpSpec
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -48,11 +50,11 @@ def _grads_for(outs: Sequence[torch.Tensor], seed: int) -> list[torch.Tensor]:
     ]
 
 
-def _run(case: OpCase, args: tuple, grads: Sequence[torch.Tensor] | None):
+def _run(spec: OpSpec, args: tuple, grads: Sequence[torch.Tensor] | None):
     """Outputs and input gradients (none for non-differentiable ops), detached."""
-    if not case.differentiable:
-        return tuple(o.detach() for o in outputs(case.run(*args))), ()
-    outs, input_grads = forward_backward(case, args, grads)
+    if not spec.differentiable:
+        return tuple(o.detach() for o in outputs(spec.call(*args))), ()
+    outs, input_grads = forward_backward(spec, args, grads)
     return tuple(o.detach() for o in outs), tuple(input_grads)
 
 
@@ -71,17 +73,17 @@ def _assert_bitwise(first: Sequence[torch.Tensor], again: Sequence[torch.Tensor]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
-def test_bitwise_deterministic(case: OpCase, device: str) -> None:
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_bitwise_deterministic(spec: OpSpec, device: str) -> None:
     rows, cols = DETERMINISM_SIZE[device]
-    for dtype in case.dtypes:
-        args = case.inputs(rows, cols, dtype, device, seed=1, requires_grad=True)
-        grads = _grads_for(outputs(case.run(*args)), seed=2) if case.differentiable else None
-        first_out, first_grad = _run(case, args, grads)
+    for dtype in spec.dtypes:
+        args = spec.inputs((rows, cols), dtype, device, seed=1, requires_grad=True)
+        grads = _grads_for(outputs(spec.call(*args)), seed=2) if spec.differentiable else None
+        first_out, first_grad = _run(spec, args, grads)
         for attempt in range(2):
-            out, grad = _run(case, args, grads)
-            _assert_bitwise(first_out, out, f"{case.name} {dtype} output (run {attempt + 2})")
-            _assert_bitwise(first_grad, grad, f"{case.name} {dtype} gradient (run {attempt + 2})")
+            out, grad = _run(spec, args, grads)
+            _assert_bitwise(first_out, out, f"{spec.name} {dtype} output (run {attempt + 2})")
+            _assert_bitwise(first_grad, grad, f"{spec.name} {dtype} gradient (run {attempt + 2})")
 
 
 # ------------------------------------------------------------------ memory
@@ -105,40 +107,40 @@ def _memory_state() -> tuple[int, int, int]:
     return torch.cuda.memory_allocated(), reserved, outside
 
 
-def _repeat(case: OpCase, args: tuple, grads: Sequence[torch.Tensor] | None, n: int) -> None:
+def _repeat(spec: OpSpec, args: tuple, grads: Sequence[torch.Tensor] | None, n: int) -> None:
     for _ in range(n):
-        _run(case, args, grads)  # results dropped at once
+        _run(spec, args, grads)  # results dropped at once
 
 
 # Forward for every op; forward + backward for those with a gradient.
 _MEMORY_PARAMS = [
-    pytest.param(case, backward, id=f"{case.name}-{'forward_backward' if backward else 'forward'}")
-    for case in CATALOG
-    for backward in ((False, True) if case.differentiable else (False,))
+    pytest.param(spec, backward, id=f"{spec.name}-{'forward_backward' if backward else 'forward'}")
+    for spec in opspecs.ALL
+    for backward in ((False, True) if spec.differentiable else (False,))
 ]
 
 
 @pytest.mark.gpu
 @needs_caching_allocator  # what it measures is the caching allocator's state
-@pytest.mark.parametrize(("case", "backward"), _MEMORY_PARAMS)
-def test_no_memory_growth_over_10000_calls(case: OpCase, backward: bool) -> None:
+@pytest.mark.parametrize(("spec", "backward"), _MEMORY_PARAMS)
+def test_no_memory_growth_over_10000_calls(spec: OpSpec, backward: bool) -> None:
     rows, cols = MEMORY_SIZE
-    args = case.inputs(rows, cols, case.dtypes[0], "cuda", seed=1, requires_grad=backward)
-    grads = _grads_for(outputs(case.run(*args)), seed=2) if backward else None
+    args = spec.inputs((rows, cols), spec.dtypes[0], "cuda", seed=1, requires_grad=backward)
+    grads = _grads_for(outputs(spec.call(*args)), seed=2) if backward else None
     # Warm-up: the first calls load the kernels' modules (lazy loading), make
     # cuBLAS's handle and workspace (lltm's GEMM) and fill the cache's pools.
-    _repeat(case, args, grads, 3)
+    _repeat(spec, args, grads, 3)
     allocated, reserved, outside = _memory_state()
-    _repeat(case, args, grads, CALLS)
+    _repeat(spec, args, grads, CALLS)
     allocated_after, reserved_after, outside_after = _memory_state()
     assert allocated_after == allocated, (
-        f"{case.name}: {allocated_after - allocated} bytes still allocated after {CALLS} calls"
+        f"{spec.name}: {allocated_after - allocated} bytes still allocated after {CALLS} calls"
     )
     assert reserved_after <= reserved, (
-        f"{case.name}: the caching allocator reserved {reserved_after - reserved} more bytes"
+        f"{spec.name}: the caching allocator reserved {reserved_after - reserved} more bytes"
     )
     assert abs(outside_after - outside) <= DRIVER_SLACK, (
-        f"{case.name}: device memory outside torch's allocator changed by "
+        f"{spec.name}: device memory outside torch's allocator changed by "
         f"{(outside_after - outside) / 2**20:.1f} MiB over {CALLS} calls (another process "
         "on this GPU would also show here)"
     )
@@ -200,26 +202,26 @@ THREAD_SIZE = {"cpu": (64, 256), "cuda": (256, 512)}
 ITERATIONS = {"cpu": 10, "cuda": 30}
 
 
-def _thread_dtypes(case: OpCase) -> list[torch.dtype]:
+def _thread_dtypes(spec: OpSpec) -> list[torch.dtype]:
     """The op's first dtype, and bfloat16 too where it takes it (another kernel instance)."""
-    return [case.dtypes[0]] + [d for d in case.dtypes[1:] if d == torch.bfloat16]
+    return [spec.dtypes[0]] + [d for d in spec.dtypes[1:] if d == torch.bfloat16]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_threads_match_single_threaded(device: str) -> None:
     rows, cols = THREAD_SIZE[device]
-    work = []  # per thread: (case, args, grads, expected outputs, expected gradients)
+    work = []  # per thread: (spec, args, grads, expected outputs, expected gradients)
     for t in range(THREADS):
         mine = []
-        for case in CATALOG:
-            for dtype in _thread_dtypes(case):
-                args = case.inputs(rows, cols, dtype, device, seed=100 + t, requires_grad=True)
+        for spec in opspecs.ALL:
+            for dtype in _thread_dtypes(spec):
+                args = spec.inputs((rows, cols), dtype, device, seed=100 + t, requires_grad=True)
                 grads = (
-                    _grads_for(outputs(case.run(*args)), seed=200 + t)
-                    if case.differentiable
+                    _grads_for(outputs(spec.call(*args)), seed=200 + t)
+                    if spec.differentiable
                     else None
                 )
-                mine.append((case, dtype, args, grads, *_run(case, args, grads)))
+                mine.append((spec, dtype, args, grads, *_run(spec, args, grads)))
         work.append(mine)
     if device == "cuda":
         torch.cuda.synchronize()  # inputs and expected results ready for every stream
@@ -233,12 +235,12 @@ def test_threads_match_single_threaded(device: str) -> None:
             # Each thread walks the ops from its own offset, so that different
             # ops (and kernels) overlap, not the same one in lockstep.
             mine = work[t][t:] + work[t][:t]
-            for case, dtype, args, grads, out0, grad0 in mine:
+            for spec, dtype, args, grads, out0, grad0 in mine:
                 # The comparison runs on the thread's stream too; torch.equal
                 # waits for it before the results are freed.
                 with torch.cuda.stream(stream) if stream is not None else nullcontext():
-                    out, grad = _run(case, args, grads)
-                    what = f"thread {t} iteration {i}: {case.name} {dtype}"
+                    out, grad = _run(spec, args, grads)
+                    what = f"thread {t} iteration {i}: {spec.name} {dtype}"
                     _assert_bitwise(out0, out, f"{what} output")
                     _assert_bitwise(grad0, grad, f"{what} gradient")
                 checked += 1

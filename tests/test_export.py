@@ -16,10 +16,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import opspecs
 import pytest
 import torch
 from _helpers import DEVICES
-from _op_catalog import BY_NAME, NAMES, OpCase, outputs
+from _op_catalog import outputs
+from opspecs._spec import OpSpec
 
 import wheelops
 
@@ -27,13 +29,13 @@ import wheelops
 class TensorArgs(torch.nn.Module):
     """Calls an op with its tensor arguments as the program's inputs; the others fixed."""
 
-    def __init__(self, case: OpCase, args: tuple) -> None:
+    def __init__(self, spec: OpSpec, args: tuple) -> None:
         super().__init__()
-        self.case, self.args = case, args
+        self.spec, self.args = spec, args
 
     def forward(self, *tensors: torch.Tensor):
         given = iter(tensors)
-        return self.case.run(*(next(given) if is_tensor(a) else a for a in self.args))
+        return self.spec.call(*(next(given) if is_tensor(a) else a for a in self.args))
 
 
 def is_tensor(value: object) -> bool:
@@ -44,14 +46,14 @@ def tensors_of(args: tuple) -> tuple[torch.Tensor, ...]:
     return tuple(a for a in args if is_tensor(a))
 
 
-def export(case: OpCase, device: str, strict: bool, rows: int = 6):
+def export(spec: OpSpec, device: str, strict: bool, rows: int = 6):
     """The op exported with its batch (first) dimension dynamic."""
-    args = case.inputs(rows, 16, device=device)
+    args = spec.inputs((rows, 16), device=device)
     batch = torch.export.Dim("batch", min=2)
     dynamic = tuple({0: batch} if t.dim() >= 2 and t.shape[0] == rows else None
                     for t in tensors_of(args))  # fmt: skip
     return torch.export.export(
-        TensorArgs(case, args), tensors_of(args), dynamic_shapes=(dynamic,), strict=strict
+        TensorArgs(spec, args), tensors_of(args), dynamic_shapes=(dynamic,), strict=strict
     )
 
 
@@ -67,16 +69,16 @@ def wheelops_targets(program) -> set[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strict", [False, True], ids=["non_strict", "strict"])
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", opspecs.NAMES)
 def test_export_keeps_the_op_and_its_answer(name, strict, device):
-    case = BY_NAME[name]
-    program = export(case, device, strict)
+    spec = opspecs.BY_NAME[name]
+    program = export(spec, device, strict)
     # lltm is a matmul (aten) plus its fused gates kernel.
     assert wheelops_targets(program) == {f"wheelops::{'lltm_gates' if name == 'lltm' else name}"}
-    args = case.inputs(9, 16, device=device, seed=1)  # another batch size than traced
+    args = spec.inputs((9, 16), device=device, seed=1)  # another batch size than traced
     got = outputs(program.module()(*tensors_of(args)))
-    torch.testing.assert_close(got, outputs(case.run(*args)), rtol=0, atol=0)
-    eager = outputs(case.eager(*args))  # normalize_volume's is computed on the host
+    torch.testing.assert_close(got, outputs(spec.call(*args)), rtol=0, atol=0)
+    eager = outputs(spec.answer(*args))  # normalize_volume's is computed on the host
     for ours, theirs in zip(got, eager, strict=True):
         theirs = theirs.to(device=ours.device, dtype=ours.dtype)
         if ours.is_floating_point():
@@ -93,16 +95,16 @@ def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_saved_programs_load_in_a_fresh_process(tmp_path, device):
-    for name in NAMES:
-        case = BY_NAME[name]
-        torch.export.save(export(case, device, strict=False), tmp_path / f"{name}.pt2")
-        args = tensors_of(case.inputs(5, 16, device=device, seed=2))
-        torch.save((args, outputs(case.run(*case.inputs(5, 16, device=device, seed=2)))),
+    for name in opspecs.NAMES:
+        spec = opspecs.BY_NAME[name]
+        torch.export.save(export(spec, device, strict=False), tmp_path / f"{name}.pt2")
+        args = tensors_of(spec.inputs((5, 16), device=device, seed=2))
+        torch.save((args, outputs(spec.call(*spec.inputs((5, 16), device=device, seed=2)))),
                    tmp_path / f"{name}.pt")  # fmt: skip
     done = _run_python(
         f"""
         import torch, wheelops
-        for name in {NAMES!r}:
+        for name in {opspecs.NAMES!r}:
             program = torch.export.load(f"{{name}}.pt2")
             args, expected = torch.load(f"{{name}}.pt")
             got = program.module()(*args)
@@ -118,7 +120,7 @@ def test_saved_programs_load_in_a_fresh_process(tmp_path, device):
 def test_saved_program_without_wheelops_imported_names_the_op(tmp_path):
     """torch.export.load leaves no room for wheelops' own words: it logs and raises its own.
     README troubleshooting quotes this text; if torch rewords it, update both."""
-    torch.export.save(export(BY_NAME["add"], "cpu", strict=False), tmp_path / "add.pt2")
+    torch.export.save(export(opspecs.BY_NAME["add"], "cpu", strict=False), tmp_path / "add.pt2")
     done = _run_python('import torch; torch.export.load("add.pt2")', tmp_path)
     assert done.returncode != 0
     assert "We failed to resolve torch.ops.wheelops.add.default to an operator" in done.stderr

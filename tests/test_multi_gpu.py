@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import opspecs
 import pytest
 import torch
 from _ddp_worker import WheelopsNet, make_batches, run_ddp, train
-from _op_catalog import CATALOG, NAMES, OpCase, forward_backward, outputs
+from _op_catalog import forward_backward, outputs
 from _stream_helpers import (
     COLS,
     ROWS,
@@ -25,6 +26,7 @@ from _stream_helpers import (
     eager_reference,
     grads_like,
 )
+from opspecs._spec import OpSpec
 
 CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
 
@@ -38,68 +40,68 @@ def _same_gpu_model() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
-def test_op_on_second_gpu_while_first_is_current(case: OpCase) -> None:
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_op_on_second_gpu_while_first_is_current(spec: OpSpec) -> None:
     with torch.cuda.device(CUDA0):
-        args1 = case.inputs(ROWS, COLS, device=CUDA1, seed=5, requires_grad=True)
-        out_grads1 = grads_like(case, args1, outputs(case.run(*args1)), seed=6)
-        outs1, grads1 = forward_backward(case, args1, out_grads1)
+        args1 = spec.inputs((ROWS, COLS), device=CUDA1, seed=5, requires_grad=True)
+        out_grads1 = grads_like(spec, args1, outputs(spec.call(*args1)), seed=6)
+        outs1, grads1 = forward_backward(spec, args1, out_grads1)
         assert torch.cuda.current_device() == 0, "the op left cuda:1 current"
         torch.cuda.synchronize(CUDA1)  # an illegal access on cuda:1 surfaces here
 
         assert all(t.device == CUDA1 for t in (*outs1, *grads1))
-        ref_outs, ref_grads = eager_reference(case, args1, out_grads1)
-        assert_matches_eager(case, outs1, ref_outs, "outputs on cuda:1")
-        assert_matches_eager(case, grads1, ref_grads, "input grads on cuda:1")
+        ref_outs, ref_grads = eager_reference(spec, args1, out_grads1)
+        assert_matches_eager(spec, outs1, ref_outs, "outputs on cuda:1")
+        assert_matches_eager(spec, grads1, ref_grads, "input grads on cuda:1")
 
-        args0 = case.inputs(ROWS, COLS, device=CUDA0, seed=5, requires_grad=True)
+        args0 = spec.inputs((ROWS, COLS), device=CUDA0, seed=5, requires_grad=True)
         out_grads0 = [g.to(CUDA0) for g in out_grads1]
-        outs0, grads0 = forward_backward(case, args0, out_grads0)
+        outs0, grads0 = forward_backward(spec, args0, out_grads0)
         exact = _same_gpu_model()
-        assert_same_kernels(case, outs1, outs0, "outputs, cuda:1 vs cuda:0", exact)
-        assert_same_kernels(case, grads1, grads0, "input grads, cuda:1 vs cuda:0", exact)
+        assert_same_kernels(spec, outs1, outs0, "outputs, cuda:1 vs cuda:0", exact)
+        assert_same_kernels(spec, grads1, grads0, "input grads, cuda:1 vs cuda:0", exact)
         assert torch.cuda.current_device() == 0
 
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
-def test_op_on_side_stream_of_second_gpu_while_first_is_current(case: OpCase) -> None:
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_op_on_side_stream_of_second_gpu_while_first_is_current(spec: OpSpec) -> None:
     """cuda:0 current, cuda:1's current stream a side stream, both default streams
     busy: the op runs on cuda:1's side stream and touches neither default stream."""
     with torch.cuda.device(CUDA0):
-        check_beside_busy_default_streams(case, CUDA1, busy=[CUDA0, CUDA1])
+        check_beside_busy_default_streams(spec, CUDA1, busy=[CUDA0, CUDA1])
         assert torch.cuda.current_device() == 0
         assert torch.cuda.current_stream(CUDA1) == torch.cuda.default_stream(CUDA1)
 
 
 def _mismatch_params() -> list:
-    """(case, position of the tensor moved to cuda:1) for every op with two or
+    """(spec, position of the tensor moved to cuda:1) for every op with two or
     more tensor arguments and every such argument."""
     params = []
-    for case in CATALOG:
-        names = case.argument_names
-        args = case.inputs(2, 8)
+    for spec in opspecs.ALL:
+        names = spec.argument_names
+        args = spec.inputs((2, 8))
         positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         if len(positions) < 2:
             continue
         for i in positions:
-            params.append(pytest.param(case, i, names[i], id=f"{case.name}-{names[i]}"))
+            params.append(pytest.param(spec, i, names[i], id=f"{spec.name}-{names[i]}"))
     return params
 
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu
-@pytest.mark.parametrize(("case", "position", "name"), _mismatch_params())
+@pytest.mark.parametrize(("spec", "position", "name"), _mismatch_params())
 def test_arguments_on_two_gpus_raise_naming_the_argument(
-    case: OpCase, position: int, name: str
+    spec: OpSpec, position: int, name: str
 ) -> None:
-    args = list(case.inputs(4, 16, device=CUDA0))
+    args = list(spec.inputs((4, 16), device=CUDA0))
     args[position] = args[position].to(CUDA1)
     with pytest.raises(ValueError, match="must be on the same device") as info:
-        case.run(*args)
+        spec.call(*args)
     message = str(info.value)
-    assert message.startswith(f"wheelops.{case.name}:"), message
+    assert message.startswith(f"wheelops.{spec.name}:"), message
     assert f"'{name}'" in message, message
     assert "cuda:0" in message and "cuda:1" in message, message
 

@@ -1,14 +1,19 @@
 """The op descriptions (specs/opspecs) agree with wheelops: one per public op, every
-native schema named by one, and each one's answer eager PyTorch's."""
+native schema named by one, each one's answer eager PyTorch's, and each one's float64
+reference the one its tests compare with."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import opspecs
 import pytest
 import torch
-from _helpers import DEVICES
+from _helpers import DEVICES, assert_matches_reference
 from _native_checks import registered_ops
-from _op_catalog import CATALOG, NAMES, forward_backward, outputs
+from _norm_helpers import wheelops_ops_called
+from _op_catalog import forward_backward, outputs
 
 import wheelops
 
@@ -32,17 +37,56 @@ def test_descriptions_name_every_native_op_and_only_those():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
-def test_case_matches_eager_forward_and_backward(case, device):
-    dtype = torch.float64 if case.differentiable else case.dtypes[0]
-    args = case.inputs(5, 24, dtype, device, seed=1, requires_grad=True)
-    outs, grads = forward_backward(case, args)
-    expected = outputs(case.eager(*args))
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_default_call_matches_eager_forward_and_backward(spec, device):
+    dtype = torch.float64 if spec.differentiable else spec.dtypes[0]
+    args = spec.inputs((5, 24), dtype, device, seed=1, requires_grad=True)
+    outs, grads = forward_backward(spec, args)
+    expected = outputs(spec.answer(*args))
     for out, ref in zip(outs, expected, strict=True):  # (some references are on the host)
         torch.testing.assert_close(out.cpu(), ref.cpu(), atol=1e-10, rtol=1e-9)
-    if case.differentiable:
+    if spec.differentiable:
         ones = [torch.ones_like(o) for o in expected]
         leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
         expected_grads = torch.autograd.grad(expected, leaves, ones)
         assert len(grads) == len(leaves) > 0
         torch.testing.assert_close(grads, expected_grads, atol=1e-10, rtol=1e-9)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_reference_is_met_by_the_default_call(spec, device):
+    # In float64 where the op takes it, within float64's tolerance; exactly where the op
+    # promises an exact result (rgb_to_gray's integers, normalize_volume's correctly
+    # rounded quotients). The reference computes on its own: no wheelops op in it.
+    dtype = torch.float64 if torch.float64 in spec.dtypes else spec.dtypes[0]
+    args = spec.inputs((5, 33), dtype, device, seed=2)
+    assert not wheelops_ops_called(lambda: spec.reference(*args))
+    expected = outputs(spec.reference(*args))
+    got = outputs(spec.call(*args))
+    assert len(got) == len(expected)
+    for out, ref in zip(got, expected, strict=True):
+        assert ref.dtype == out.dtype and ref.shape == out.shape
+        if out.dtype == torch.float64:
+            assert_matches_reference(out.cpu(), ref.cpu())
+        else:
+            assert torch.equal(out.cpu(), ref.cpu())
+
+
+def test_every_reference_formula_is_a_descriptions():
+    """Each op's tests compare with its description's reference (specs/opspecs/<op>.py
+    defines ``reference``): a test module imports it, and none defines a formula of its
+    own under a reference's name."""
+    own, imported = [], set()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and (
+                node.name.startswith("reference")
+                or node.name.removesuffix("_reference") in opspecs.NAMES
+            ):
+                own.append(f"{path.name}: {node.name}")
+            names = [alias.name for alias in getattr(node, "names", ())]
+            if isinstance(node, ast.ImportFrom) and "reference" in names:
+                imported.add((node.module or "").removeprefix("opspecs."))
+    assert own == []
+    assert imported == set(opspecs.NAMES)

@@ -11,9 +11,9 @@ from _norm_helpers import (
     assert_rms_norm_grad_weight_close,
     assert_rms_norm_grad_x_close,
     float64_grads,
-    rms_norm_reference,
     wheelops_ops_called,
 )
+from opspecs.rms_norm import reference as rms_norm_reference
 
 import wheelops
 from wheelops.ops import _autograd

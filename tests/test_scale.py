@@ -53,6 +53,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator
 
+import opspecs
 import pytest
 import torch
 import torch.nn.functional as F
@@ -63,12 +64,12 @@ from _norm_helpers import (
     assert_layer_norm_grad_x_close,
     assert_rms_norm_grad_x_close,
     float64_grads,
-    layer_norm_reference,
-    rms_norm_reference,
 )
-from _op_catalog import BY_NAME, forward_backward
+from _op_catalog import forward_backward
 from _softmax_bounds import assert_softmax_backward_close, assert_softmax_close
+from opspecs.layer_norm import reference as layer_norm_reference
 from opspecs.rms_norm import EPS as RMS_NORM_EPS
+from opspecs.rms_norm import reference as rms_norm_reference
 
 import wheelops
 
@@ -510,7 +511,7 @@ def test_lltm_gates_over_2_pow_31() -> None:
 def _check_rgb_to_gray(
     h: int, w: int, planar: bool, device: str, chunk: int, boundary: int
 ) -> None:
-    eager = BY_NAME["rgb_to_gray"].eager
+    eager = opspecs.BY_NAME["rgb_to_gray"].answer
     pixels = h * w
 
     def fill(lo: int, hi: int) -> torch.Tensor:
@@ -563,10 +564,10 @@ def test_long_rows_near_2_pow_18(op: str, cols: int, dtype: torch.dtype) -> None
     # 262144 itself is covered per op (see the module docstring); these are
     # not powers of two: 262143 is odd (one element per access), 262152 takes
     # 16-byte vectors with a partial last block.
-    case = BY_NAME[op]
-    args = case.inputs(3, cols, dtype, "cuda", seed=1, requires_grad=True)
+    spec = opspecs.BY_NAME[op]
+    args = spec.inputs((3, cols), dtype, "cuda", seed=1, requires_grad=True)
     grad = torch.randn(3, cols, generator=torch.Generator().manual_seed(2)).to(dtype).cuda()
-    (out,), grads = forward_backward(case, args, [grad])
+    (out,), grads = forward_backward(spec, args, [grad])
     leaves = [a.detach() for a in args]
     if op == "softmax":
         assert_softmax_close(out, leaves[0])
@@ -582,7 +583,7 @@ def test_long_rows_near_2_pow_18(op: str, cols: int, dtype: torch.dtype) -> None
         assert_layer_norm_grad_x_close(grads[0], ref[0], x, weight, grad, 1e-5)
         assert_column_sum(grads[2], ref[2], 3)
     else:
-        eps = RMS_NORM_EPS  # the description's call, case.run, passes it
+        eps = RMS_NORM_EPS  # the description's call, spec.call, passes it
         assert_close_tol(out, rms_norm_reference(x, weight, eps))
         ref = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, eps), grad, x, weight)
         assert_rms_norm_grad_x_close(grads[0], ref[0], x, weight, grad, eps)

@@ -46,15 +46,6 @@ LENGTHS = [1, 2, 3, 7, 16, 64, 127, 1024, 1031, 4096, 8193, 65536]
 INF, NAN = float("inf"), float("nan")
 
 
-def reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    return torch.softmax(x.double(), dim)
-
-
-def reference_backward(grad: torch.Tensor, out: torch.Tensor, dim: int) -> torch.Tensor:
-    g, y = grad.double(), out.double()
-    return y * (g - (g * y).sum(dim, keepdim=True))
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", LENGTHS)

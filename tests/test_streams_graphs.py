@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 
+import opspecs
 import pytest
 import torch
 from _ddp_worker import WheelopsNet, make_batches, train
 from _helpers import needs_caching_allocator
-from _op_catalog import CATALOG, NAMES, OpCase, forward_backward, grad_leaves, outputs
+from _op_catalog import forward_backward, grad_leaves, outputs
 from _stream_helpers import (
     COLS,
     ROWS,
@@ -26,6 +27,7 @@ from _stream_helpers import (
     grads_like,
     tensors,
 )
+from opspecs._spec import OpSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -37,19 +39,19 @@ def _cuda() -> torch.device:
 # ---------------------------------------------------------------- side stream
 
 
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
-def test_side_stream_matches_default_stream(case: OpCase) -> None:
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_side_stream_matches_default_stream(spec: OpSpec) -> None:
     """The documented handoff: side waits for the default stream, the op runs on
     side (forward and backward), the default stream waits for side."""
-    args = case.inputs(ROWS, COLS, device=_cuda(), seed=1, requires_grad=True)
-    expected_outs = outputs(case.run(*args))
-    out_grads = grads_like(case, args, expected_outs, seed=2)
-    expected_outs, expected_grads = forward_backward(case, args, out_grads)
+    args = spec.inputs((ROWS, COLS), device=_cuda(), seed=1, requires_grad=True)
+    expected_outs = outputs(spec.call(*args))
+    out_grads = grads_like(spec, args, expected_outs, seed=2)
+    expected_outs, expected_grads = forward_backward(spec, args, out_grads)
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())  # args and out_grads are ready
     with torch.cuda.stream(side):
-        outs, grads = forward_backward(case, args, out_grads)
+        outs, grads = forward_backward(spec, args, out_grads)
     # The caching allocator must not hand the inputs' memory (allocated on the
     # default stream) to anyone else before side is done with it, and the
     # results (allocated on side) are read on the default stream below.
@@ -60,19 +62,19 @@ def test_side_stream_matches_default_stream(case: OpCase) -> None:
         t.record_stream(torch.cuda.current_stream())
 
     assert all(t.device == args[0].device for t in (*outs, *grads))
-    assert_same_kernels(case, outs, expected_outs, "outputs")
-    assert_same_kernels(case, grads, expected_grads, "input grads")
-    ref_outs, ref_grads = eager_reference(case, args, out_grads)
-    assert_matches_eager(case, outs, ref_outs, "outputs")
-    assert_matches_eager(case, grads, ref_grads, "input grads")
+    assert_same_kernels(spec, outs, expected_outs, "outputs")
+    assert_same_kernels(spec, grads, expected_grads, "input grads")
+    ref_outs, ref_grads = eager_reference(spec, args, out_grads)
+    assert_matches_eager(spec, outs, ref_outs, "outputs")
+    assert_matches_eager(spec, grads, ref_grads, "input grads")
     assert len(grads) == len(grad_leaves(args))
 
 
 @needs_caching_allocator
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
-def test_side_stream_does_not_wait_for_or_use_the_default_stream(case: OpCase) -> None:
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_side_stream_does_not_wait_for_or_use_the_default_stream(spec: OpSpec) -> None:
     device = _cuda()
-    check_beside_busy_default_streams(case, device, busy=[device])
+    check_beside_busy_default_streams(spec, device, busy=[device])
 
 
 # ---------------------------------------------------------------- CUDA graphs
@@ -88,14 +90,14 @@ def _copy_into(static: tuple | list, new: tuple | list) -> None:
 
 
 @needs_caching_allocator
-@pytest.mark.parametrize("case", CATALOG, ids=NAMES)
-def test_cuda_graph_capture_and_replay_forward_and_backward(case: OpCase) -> None:
+@pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
+def test_cuda_graph_capture_and_replay_forward_and_backward(spec: OpSpec) -> None:
     """Capture ``outs = op(*static); grads = autograd.grad(outs, leaves, static_grads)``
     (forward only for ops without a gradient), then replay it three times with
     new values copied into the static inputs: each replay matches eager on them."""
     device = _cuda()
-    static = case.inputs(ROWS, COLS, device=device, seed=0, requires_grad=True)
-    static_grads = grads_like(case, static, outputs(case.run(*static)), seed=100)
+    static = spec.inputs((ROWS, COLS), device=device, seed=0, requires_grad=True)
+    static_grads = grads_like(spec, static, outputs(spec.call(*static)), seed=100)
 
     # Warm-up on a side stream before capture, as torch.cuda.graphs' docs ask:
     # lazy initialization (kernel loading, cuBLAS handles and workspaces, the
@@ -104,28 +106,28 @@ def test_cuda_graph_capture_and_replay_forward_and_backward(case: OpCase) -> Non
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            forward_backward(case, static, static_grads)
+            forward_backward(spec, static, static_grads)
     torch.cuda.current_stream().wait_stream(side)
 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        graph_outs, graph_grads = forward_backward(case, static, static_grads)
+        graph_outs, graph_grads = forward_backward(spec, static, static_grads)
     assert len(graph_grads) == len(grad_leaves(static))
 
     for seed in (1, 2, 3):
-        new = case.inputs(ROWS, COLS, device=device, seed=seed, requires_grad=True)
-        new_grads = grads_like(case, new, graph_outs, seed=100 + seed)
+        new = spec.inputs((ROWS, COLS), device=device, seed=seed, requires_grad=True)
+        new_grads = grads_like(spec, new, graph_outs, seed=100 + seed)
         _copy_into(static, new)
         _copy_into(static_grads, new_grads)
         graph.replay()
         # The same kernels run eagerly on the same values...
-        expected_outs, expected_grads = forward_backward(case, new, new_grads)
-        assert_same_kernels(case, graph_outs, expected_outs, f"replay {seed} outputs")
-        assert_same_kernels(case, graph_grads, expected_grads, f"replay {seed} input grads")
+        expected_outs, expected_grads = forward_backward(spec, new, new_grads)
+        assert_same_kernels(spec, graph_outs, expected_outs, f"replay {seed} outputs")
+        assert_same_kernels(spec, graph_grads, expected_grads, f"replay {seed} input grads")
         # ...and eager PyTorch.
-        ref_outs, ref_grads = eager_reference(case, new, new_grads)
-        assert_matches_eager(case, graph_outs, ref_outs, f"replay {seed} outputs")
-        assert_matches_eager(case, graph_grads, ref_grads, f"replay {seed} input grads")
+        ref_outs, ref_grads = eager_reference(spec, new, new_grads)
+        assert_matches_eager(spec, graph_outs, ref_outs, f"replay {seed} outputs")
+        assert_matches_eager(spec, graph_grads, ref_grads, f"replay {seed} input grads")
 
 
 @needs_caching_allocator
@@ -162,15 +164,15 @@ def _reduce_overhead_params() -> list:
         reason="torch's CUDA-graph trees cannot copy a uint16 input (_foreach_copy_)",
     )
     return [
-        pytest.param(case, id=case.name, marks=uint16_input if torch.uint16 in case.dtypes else ())
-        for case in CATALOG
+        pytest.param(spec, id=spec.name, marks=uint16_input if torch.uint16 in spec.dtypes else ())
+        for spec in opspecs.ALL
     ]
 
 
 @needs_caching_allocator
 @pytest.mark.slow
-@pytest.mark.parametrize("case", _reduce_overhead_params())
-def test_compile_reduce_overhead_forward_and_backward(case: OpCase) -> None:
+@pytest.mark.parametrize("spec", _reduce_overhead_params())
+def test_compile_reduce_overhead_forward_and_backward(spec: OpSpec) -> None:
     """A training-like step: the compiled forward (CUDA graph trees), then the
     backward of sum(out * grad) through the compiled backward, four times with
     new values of the same shape: warm-up, recording, then replays."""
@@ -179,7 +181,7 @@ def test_compile_reduce_overhead_forward_and_backward(case: OpCase) -> None:
     device = _cuda()
     torch._dynamo.reset()
     counters.clear()
-    template = case.inputs(ROWS, COLS, device=device, seed=0)
+    template = spec.inputs((ROWS, COLS), device=device, seed=0)
     positions = [i for i, a in enumerate(template) if isinstance(a, torch.Tensor)]
     # Python scalars (alpha, max_value) stay constants of the closure, as
     # hyperparameters are: passed as arguments, dynamo may turn floats into
@@ -191,25 +193,25 @@ def test_compile_reduce_overhead_forward_and_backward(case: OpCase) -> None:
         args: list[object] = list(tensor_args)
         for i, value in constants:
             args.insert(i, value)
-        return outputs(case.run(*args))
+        return outputs(spec.call(*args))
 
     compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
     for seed in (1, 2, 3, 4):
-        args = case.inputs(ROWS, COLS, device=device, seed=seed, requires_grad=True)
+        args = spec.inputs((ROWS, COLS), device=device, seed=seed, requires_grad=True)
         leaves = grad_leaves(args)
         torch.compiler.cudagraph_mark_step_begin()
         outs = compiled(*(args[i] for i in positions))
         # Graph-tree outputs live in the graph's pool and are overwritten by the
         # next replay: clone before the next call (and before comparing).
         got_outs = [o.detach().clone() for o in outs]
-        out_grads = grads_like(case, args, outs, seed=100 + seed)
+        out_grads = grads_like(spec, args, outs, seed=100 + seed)
         got_grads: list[torch.Tensor] = []
         if leaves:
             loss = sum((o * g).sum() for o, g in zip(outs, out_grads, strict=True))
             got_grads = [g.clone() for g in torch.autograd.grad(loss, leaves)]
-        ref_outs, ref_grads = eager_reference(case, args, out_grads)
-        assert_matches_eager(case, got_outs, ref_outs, f"call {seed} outputs")
-        assert_matches_eager(case, got_grads, ref_grads, f"call {seed} input grads")
+        ref_outs, ref_grads = eager_reference(spec, args, out_grads)
+        assert_matches_eager(spec, got_outs, ref_outs, f"call {seed} outputs")
+        assert_matches_eager(spec, got_grads, ref_grads, f"call {seed} input grads")
         assert len(got_grads) == len(leaves)
     # Nothing made inductor fall back from CUDA graphs (a CPU tensor, a
     # graph-unsafe op, a mutated input): the calls above really replayed graphs.

@@ -1,13 +1,17 @@
 """What one op description holds (the shape of PyTorch's OpInfo, cut to what wheelops'
-suites ask): how to call the op and make its inputs, what it must equal, which
-derivatives it has, how it fails, and what the benchmark times."""
+suites ask): how to call the op and make its inputs, what it must equal (its float64
+reference, and eager PyTorch), which derivatives it has, how it fails, and what the
+benchmark times. The tests and the benchmarks read an op through this one class."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
+
+import wheelops
 
 Output = torch.Tensor | tuple[torch.Tensor, ...]
 Shape = tuple[int, ...]
@@ -34,6 +38,10 @@ class Sample:
     @property
     def answer(self) -> Callable[..., Output]:
         return self.expected or self.eager
+
+    def arguments(self, inputs: Inputs) -> Inputs:
+        """Of the input maker's arguments, the ones this call takes."""
+        return inputs[: self.arity]
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,12 @@ class Benchmark:
     def has_backward(self) -> bool:
         return self.backward_bytes is not None
 
+    def bytes(self, shape: Shape, dtype: torch.dtype, backward: bool) -> int:
+        """What one pass at ``shape`` in ``dtype`` must move at best."""
+        count = self.backward_bytes if backward else self.forward_bytes
+        assert count is not None, "no backward"
+        return count(shape, torch.empty((), dtype=dtype).element_size())
+
 
 @dataclass(frozen=True)
 class OpSpec:
@@ -120,6 +134,11 @@ class OpSpec:
     name: str  # as in wheelops.ops.__all__ and torch.ops.wheelops
     make: InputMaker
     samples: tuple[Sample, ...]  # the first is the op's default call
+    # The default call's exact answer, from the same (already rounded) arguments: the
+    # formula in float64 (or the correctly rounded result where the op promises one).
+    # The op's module also defines it as ``reference``, taking the public function's
+    # arguments, which its own tests, the property tests and the bound tests compare with.
+    reference: Callable[..., Output]
     native_bad_calls: tuple[NativeBadCall, ...]  # at least one per native op (backward too)
     bad_inputs: tuple[BadInput, ...] = ()  # the public function's argument checks
     dtypes: tuple[torch.dtype, ...] = FLOATS
@@ -133,10 +152,27 @@ class OpSpec:
     benchmark: Benchmark | None = None  # None: not in the generic benchmark
 
     def inputs(
-        self, shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int
+        self,
+        shape: Shape,
+        dtype: torch.dtype | None = None,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        *,
+        sample: Sample | None = None,
+        requires_grad: bool = False,
     ) -> Inputs:
-        """The default sample's arguments for a tensor of ``shape`` (see problem_shape)."""
-        return self.make(self.problem_shape(shape), dtype, device, seed)
+        """A sample's arguments (the default one's unless given) for a tensor of ``shape``
+        (see problem_shape), in ``dtype`` (the op's first unless given); with
+        ``requires_grad``, every floating-point tensor of a differentiable op a leaf that
+        requires a gradient."""
+        made = self.make(self.problem_shape(shape), dtype or self.dtypes[0], device, seed)
+        args = (sample or self.samples[0]).arguments(made)
+        if not (requires_grad and self.differentiable):
+            return args
+        return tuple(
+            a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args
+        )
 
     @property
     def call(self) -> Callable[..., Output]:
@@ -145,3 +181,22 @@ class OpSpec:
     @property
     def eager(self) -> Callable[..., Output]:
         return self.samples[0].eager
+
+    @property
+    def answer(self) -> Callable[..., Output]:
+        """What the default call must equal on the same device and dtype (eager's, or the
+        sample's ``expected``)."""
+        return self.samples[0].answer
+
+    @property
+    def differentiable(self) -> bool:
+        return self.derivatives is not None
+
+    @property
+    def argument_names(self) -> list[str]:
+        """The public function's parameters: its errors name the arguments by them."""
+        return list(inspect.signature(getattr(wheelops, self.name)).parameters)
+
+    def sample_name(self, sample: Sample) -> str:
+        """The op's name, and the sample's suffix where it has one (a test id)."""
+        return "_".join(filter(None, (self.name, sample.suffix)))

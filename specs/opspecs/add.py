@@ -12,6 +12,11 @@ from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpe
 ops = torch.ops.wheelops
 
 
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a + b in float64, from the (already rounded) inputs."""
+    return a.double() + b.double()
+
+
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
     return normal(shape, dtype, device, seed), normal(shape, dtype, device, seed + 1)
 
@@ -20,6 +25,7 @@ SPEC = OpSpec(
     name="add",
     make=make,
     samples=(Sample(lambda a, b: wheelops.add(a, b), torch.add),),
+    reference=reference,
     derivatives=Derivatives(backward_op="add", second=True, nan_like_eager=True),
     bad_inputs=(
         BadInput(

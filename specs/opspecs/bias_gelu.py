@@ -15,7 +15,7 @@ from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpe
 ops = torch.ops.wheelops
 
 
-def reference(x: torch.Tensor, bias: torch.Tensor, approximate: str) -> torch.Tensor:
+def reference(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     """The forward in float64, from the (already rounded) inputs."""
     return F.gelu(x.double() + bias.double(), approximate=approximate)
 
@@ -46,6 +46,7 @@ SPEC = OpSpec(
     name="bias_gelu",
     make=make,
     samples=(_sample("none", ""), _sample("tanh", "tanh")),
+    reference=reference,
     derivatives=Derivatives(
         backward_op="bias_gelu_backward",
         nan_like_eager=True,

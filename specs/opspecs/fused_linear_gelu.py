@@ -19,6 +19,17 @@ ops = torch.ops.wheelops
 t = torch.ones
 
 
+def reference(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    approximate: str = "none",
+) -> torch.Tensor:
+    """The forward in float64, from the (already rounded) inputs."""
+    b64 = None if bias is None else bias.double()
+    return F.gelu(F.linear(input.double(), weight.double(), b64), approximate=approximate)
+
+
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
     """input [*shape], weight [out, in], bias [out]; out = in + 3, never a batch size, so
     that an exported batch stays dynamic; weights at nn.Linear's scale."""
@@ -44,6 +55,7 @@ SPEC = OpSpec(
     name="fused_linear_gelu",
     make=make,
     samples=(_sample("none"), _sample("tanh", "tanh_no_bias", arity=2)),
+    reference=reference,
     derivatives=Derivatives(backward_op="fused_linear_gelu_backward"),
     # input [2, 3], weight [4, 3], bias [4] with one thing wrong
     bad_inputs=(

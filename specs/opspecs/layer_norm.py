@@ -16,6 +16,24 @@ ops = torch.ops.wheelops
 EPS = 1e-5
 
 
+def reference(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = EPS,
+) -> torch.Tensor:
+    """The formula in float64, from the (already rounded) inputs."""
+    x64 = x.double()
+    mean = x64.mean(-1, keepdim=True)
+    var = (x64 - mean).square().mean(-1, keepdim=True)
+    out = (x64 - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        out = out * weight.double()
+    if bias is not None:
+        out = out + bias.double()
+    return out
+
+
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
     return (
         normal(shape, dtype, device, seed),
@@ -33,6 +51,7 @@ SPEC = OpSpec(
             lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS),
         ),
     ),
+    reference=reference,
     derivatives=Derivatives(
         backward_op="layer_norm_backward",
         backward_args=lambda g, x: (

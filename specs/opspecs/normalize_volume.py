@@ -44,6 +44,7 @@ SPEC = OpSpec(
             expected=lambda vol: reference(vol, MAX_VALUE),
         ),
     ),
+    reference=lambda vol: reference(vol, MAX_VALUE),
     dtypes=(torch.uint16,),
     bad_inputs=(
         BadInput(

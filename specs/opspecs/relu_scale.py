@@ -17,6 +17,11 @@ def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int
     return (normal(shape, dtype, device, seed),)
 
 
+def reference(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    """relu(x) * alpha in float64, from the (already rounded) input."""
+    return torch.relu(x.double()) * alpha
+
+
 def mask_of(x: torch.Tensor) -> torch.Tensor:
     """The backward's mask for x: bit j of byte k set where element 8k + j passes the
     gradient (not x <= 0), as relu_scale_with_mask writes it."""
@@ -36,6 +41,7 @@ SPEC = OpSpec(
     name="relu_scale",
     make=make,
     samples=(Sample(lambda x: wheelops.relu_scale(x, ALPHA), lambda x: torch.relu(x) * ALPHA),),
+    reference=lambda x: reference(x, ALPHA),
     derivatives=Derivatives(
         backward_op="relu_scale_backward",
         second=True,

@@ -42,6 +42,7 @@ SPEC = OpSpec(
     name="rgb_to_gray",
     make=make,
     samples=(Sample(lambda img: wheelops.rgb_to_gray(img), eager),),
+    reference=reference,
     dtypes=(torch.uint8,),
     bad_inputs=(
         BadInput(

@@ -18,6 +18,14 @@ ops = torch.ops.wheelops
 EPS = 1e-6
 
 
+def reference(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """The formula in float64, from the (already rounded) inputs (eps given: wheelops'
+    default is the compute dtype's epsilon, wheelops.ops.rms_norm.default_eps)."""
+    x64 = x.double()
+    out = x64 / torch.sqrt(x64.square().mean(-1, keepdim=True) + eps)
+    return out * weight.double() if weight is not None else out
+
+
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
     return (
         normal(shape, dtype, device, seed),
@@ -34,6 +42,7 @@ SPEC = OpSpec(
             lambda x, w: F.rms_norm(x, x.shape[-1:], w, EPS),
         ),
     ),
+    reference=lambda x, w: reference(x, w, EPS),
     derivatives=Derivatives(
         backward_op="rms_norm_backward",
         backward_args=lambda g, x: (g, x, x.pow(2).mean(-1).add(1e-6).rsqrt(), None, True, False),

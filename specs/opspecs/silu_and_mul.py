@@ -47,6 +47,7 @@ SPEC = OpSpec(
     name="silu_and_mul",
     make=make,
     samples=(Sample(lambda x: wheelops.silu_and_mul(x), eager),),
+    reference=reference,
     derivatives=Derivatives(
         backward_op="silu_and_mul_backward",
         nan_like_eager=True,

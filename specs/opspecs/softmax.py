@@ -12,6 +12,17 @@ from opspecs._spec import BadInput, Benchmark, Derivatives, NativeBadCall, OpSpe
 ops = torch.ops.wheelops
 
 
+def reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The forward in float64, from the (already rounded) input."""
+    return torch.softmax(x.double(), dim)
+
+
+def backward(grad: torch.Tensor, out: torch.Tensor, dim: int) -> torch.Tensor:
+    """softmax_backward's formula, from the saved output y: y * (g - sum(g * y)) (in
+    float64 when given float64: the backward's reference)."""
+    return out * (grad - (grad * out).sum(dim, keepdim=True))
+
+
 def _sample(dim: int, suffix: str) -> Sample:
     return Sample(lambda x: wheelops.softmax(x, dim), lambda x: torch.softmax(x, dim), suffix)
 
@@ -25,12 +36,13 @@ SPEC = OpSpec(
     make=make,
     # Over the rows, and over the first dim: a reduction across rows, strided
     samples=(_sample(-1, ""), _sample(0, "dim0")),
+    reference=reference,
     derivatives=Derivatives(
         backward_op="softmax_backward",
         second=True,
         # y, the softmax of x, is what the backward takes
         backward_args=lambda g, x: (g, torch.softmax(x, -1), -1),
-        backward_eager=lambda g, y, dim: y * (g - (g * y).sum(dim, keepdim=True)),
+        backward_eager=backward,
     ),
     bad_inputs=(
         BadInput(lambda: ([1.0, 2.0],), TypeError, "'x' must be a torch.Tensor, got list"),
