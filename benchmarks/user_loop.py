@@ -3,7 +3,8 @@ inference loop runs them — no GPU spin queuing the work first, no L2 flush, ho
 included (Python, the dispatcher, autograd, launches). run.py's tables time the GPU clock;
 this one says what a user's loop sees. Both are reported; "faster" means faster on both.
 
-    python benchmarks/user_loop.py [--out DIR] [--calls 100] [--rounds 5] [--quick]
+    PYTHONPATH=specs python -m benchmarks.user_loop [--out DIR] [--calls N] [--rounds R]
+                                                    [--profile full|quick|tiny]
 
 Rows, each forward (parameters requiring grad, as a module's do: autograd records the
 call) and forward+backward (torch.autograd.grad of the output):
@@ -11,7 +12,8 @@ call) and forward+backward (torch.autograd.grad of the output):
 - the seed's benchmark: ``nn.Linear(768, 3072)`` + ``nn.GELU()`` against
   ``wheelops.fused_linear_gelu`` at B=32 in float32;
 - fused_linear_gelu at the linear_gelu section's shapes, 16-bit and float32, both GELUs;
-- every other benchmarked op at its first "quick" shape, in bfloat16 where it takes it.
+- every other benchmarked op at its first "quick" shape (its model shape), in bfloat16
+  where it takes it.
 
 Each cell is microseconds per call: the best of ``--rounds`` rounds of ``--calls`` calls
 after a warm-up, synchronized once per round. Columns: eager (the PyTorch a user writes),
@@ -27,18 +29,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import environment
 import torch
-from cases import OPS, SEED
 
 import wheelops
+
+from . import environment
+from .cases import OPS, SEED, dtype_name
 
 IMPLS = ("eager", "compile", "wheelops")
 PASSES = ("forward", "forward+backward")
 SEED_ROW = (32, 768, 3072)  # the seeds' benchmark: B=32, Linear(768, 3072) + GELU
 LINEAR_GELU_SHAPES = {
-    "quick": ((32, 768, 3072), (8192, 768, 3072)),
     "full": ((32, 768, 3072), (8192, 768, 3072), (8192, 1024, 4096)),
+    "quick": ((32, 768, 3072), (8192, 768, 3072)),
+    "tiny": ((5, 16, 24),),  # the CPU smoke run: the harness, not speed
 }
 LINEAR_GELU_DTYPES = (torch.bfloat16, torch.float32)
 
@@ -97,7 +101,7 @@ def time_impls(
 ) -> list[Row]:  # fmt: skip
     timed = {impl: loops(fn, args, wrt) for impl, fn in impls.items()}
     return [
-        Row(name, shape, str(dtype).removeprefix("torch."), pass_,
+        Row(name, shape, dtype_name(dtype), pass_,
             {impl: per_call_us(timed[impl][pass_], calls, rounds, device) for impl in timed})
         for pass_ in PASSES
     ]  # fmt: skip
@@ -132,13 +136,15 @@ def linear_gelu_rows(
     return rows
 
 
-def other_op_rows(device: torch.device, calls: int, rounds: int, compile_: bool) -> list[Row]:
+def other_op_rows(
+    profile: str, device: torch.device, calls: int, rounds: int, compile_: bool
+) -> list[Row]:
     rows = []
     for spec in OPS:
         if spec.name == "fused_linear_gelu" or spec.benchmark is None:
             continue
         dtype = torch.bfloat16 if torch.bfloat16 in spec.dtypes else spec.dtypes[0]
-        shape = spec.benchmark.shapes["quick"][0]
+        shape = spec.benchmark.shapes["tiny" if profile == "tiny" else "quick"][0]
         args = spec.make(shape, dtype, device, SEED)
         wrt = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
         if spec.derivatives is not None:
@@ -151,7 +157,7 @@ def other_op_rows(device: torch.device, calls: int, rounds: int, compile_: bool)
         if spec.derivatives is None:
             timed = {impl: per_call_us(lambda f=fn, a=args: f(*a), calls, rounds, device)
                      for impl, fn in impls.items()}  # fmt: skip
-            rows.append(Row(spec.name, label, str(dtype).removeprefix("torch."), "forward", timed))
+            rows.append(Row(spec.name, label, dtype_name(dtype), "forward", timed))
             continue
         rows += time_impls(spec.name, label, dtype, impls, args, wrt, calls, rounds, device)
     return rows
@@ -172,22 +178,27 @@ def table(rows: Sequence[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/user_loop.py",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.user_loop",
                                      description=__doc__.split("\n")[0])  # fmt: skip
     parser.add_argument("--out", type=Path, help="directory for user_loop.json and .md")
     parser.add_argument("--calls", type=int, default=100, help="calls per round (default 100)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; the best counts")
-    parser.add_argument("--quick", action="store_true", help="the section's quick shapes")
+    parser.add_argument(
+        "--profile",
+        default="full",
+        choices=tuple(LINEAR_GELU_SHAPES),
+        help="fused_linear_gelu's shapes (tiny: the other ops' tiny ones too)",
+    )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--ops", default="all", choices=("all", "fused_linear_gelu"))
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    shapes = LINEAR_GELU_SHAPES["quick" if args.quick else "full"]
+    shapes = LINEAR_GELU_SHAPES[args.profile]
     compile_ = not args.no_compile
     rows = linear_gelu_rows(shapes, device, args.calls, args.rounds, compile_)
     if args.ops == "all":
-        rows += other_op_rows(device, args.calls, args.rounds, compile_)
+        rows += other_op_rows(args.profile, device, args.calls, args.rounds, compile_)
     text = table(rows)
     print(text)
     if args.out:

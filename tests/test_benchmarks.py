@@ -22,7 +22,16 @@ from opspecs._shapes import PROFILES
 import wheelops
 
 import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
-from benchmarks import cases, linear_gelu, overhead, plot, run, targets, verify  # noqa: E402
+from benchmarks import (  # noqa: E402
+    cases,
+    linear_gelu,
+    overhead,
+    plot,
+    run,
+    targets,
+    user_loop,
+    verify,
+)
 
 AVAILABLE = [spec.name for spec in cases.OPS if callable(getattr(wheelops, spec.name, None))]
 IMPL_KEYS = {"median_us", "min_us", "reps", "gbps", "pct_copy"}
@@ -418,3 +427,24 @@ def test_the_sweep_is_plotted(tmp_path):
     assert path == tmp_path / plot.PLOT_NAME
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot.plot_sweep({**data, "sweep": []}, tmp_path / "none") is None
+
+
+def test_the_user_loop_times_every_op_on_both_clocks_passes(tmp_path):
+    """The user's clock (issue #37): every benchmarked op, each pass it has, eager and
+    wheelops timed per call, written as JSON and a table."""
+    argv = ["--device", "cpu", "--profile", "tiny", "--calls", "2", "--rounds", "1",
+            "--no-compile", "--out", str(tmp_path)]  # fmt: skip
+    assert user_loop.main(argv) == 0
+    rows = json.loads((tmp_path / "user_loop.json").read_text())["rows"]
+    timed = {(r["op"], r["pass_"]) for r in rows}
+    for spec in cases.OPS:
+        passes = user_loop.PASSES if spec.derivatives is not None else ("forward",)
+        assert {(spec.name, p) for p in passes} <= timed, spec.name
+    assert all(r["us_per_call"]["eager"] > 0 and r["us_per_call"]["wheelops"] > 0 for r in rows)
+    seed = [r for r in rows if r["op"] == "fused_linear_gelu"]
+    assert seed and "fused_linear_gelu" in (tmp_path / "user_loop.md").read_text()
+
+
+def test_a_user_loop_row_says_how_much_faster_wheelops_is():
+    row = user_loop.Row("op", "4x4", "float32", "forward", {"eager": 30.0, "wheelops": 20.0})
+    assert row.speedup("eager") == 1.5 and row.speedup("compile") is None
