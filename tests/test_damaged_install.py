@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 import wheelops
-from wheelops._compat import loader
+from wheelops._compat import loader, record
 from wheelops._compat.facts import BuildInfo
 from wheelops._compat.matrix import matrix
 
@@ -47,7 +47,12 @@ PACKAGE = Path(wheelops.__file__).resolve().parent
 SITE = PACKAGE.parent
 DIST_INFO = next(iter(sorted(SITE.glob("wheelops-*.dist-info"))), None)  # None: a checkout
 BUILD = wheelops.build_info()
-FIX = matrix().install_command(BUILD.variant)
+# The reinstall of this install: from the file pip installed it from where no index serves
+# its label (a wheel built here), else from its index; without a dist-info, by variant.
+FIX = matrix().reinstall_command(
+    record.installed_version(PACKAGE), BUILD.variant, record.installed_from(PACKAGE)
+)
+FIX_WITHOUT_DIST_INFO = matrix().reinstall_command(None, BUILD.variant)
 # Run by Python before wheelops can check anything: Python's own error is the outcome.
 PYTHON_RUNS_FIRST = {"wheelops/__init__.py", "wheelops/_damage.py"}
 # The doctor's own files: damaged, the doctor cannot run (it names its module and says
@@ -73,12 +78,17 @@ def installed_files() -> list[str]:
     )
 
 
+def served_libraries() -> set[str]:
+    """The file names of the libraries this import loads (the CPU one, and under a CUDA
+    torch the CUDA one, which nox -s damage, under a CPU torch, never loads)."""
+    loaded = loader.loaded()
+    return {Path(p).name for p in ([loaded.cpu, loaded.cuda] if loaded else []) if p}
+
+
 def sample(files: list[str]) -> list[str]:
     """The suite's sample (every run of the suite pays for it): the libraries this import
-    loads (the CPU one, and under a CUDA torch the CUDA one, which nox -s damage, under a
-    CPU torch, never loads) and an op module. `nox -s damage` runs every file."""
-    loaded = loader.loaded()
-    served = {Path(p).name for p in ([loaded.cpu, loaded.cuda] if loaded else []) if p}
+    loads and an op module. `nox -s damage` runs every file."""
+    served = served_libraries()
     return [f for f in files if Path(f).name in served or f.endswith("/ops/add.py")]
 
 
@@ -224,7 +234,11 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
             assert files["status"] == "ok", files
             return
         assert files["status"] == "degraded" and path in files["message"], files
-        assert files["fix"] == [FIX]
+        # direct_url.json damaged: where pip installed it from is unknown, so the index's
+        expected = FIX if not relative.endswith("/direct_url.json") else matrix().reinstall_command(
+            record.installed_version(PACKAGE), BUILD.variant
+        )
+        assert files["fix"] == [expected]
 
 
 @pytest.mark.slow
@@ -234,9 +248,10 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
 )
 def test_a_damaged_library_without_record_is_refused(pristine, tmp_path, relative, how):
     """The package alone, no dist-info (a vendored copy, a Docker COPY of site-packages'
-    wheelops folder): a library's identity is the sha256 its build recorded, so every damage
-    is refused by name with the reinstall fix, exit 1, never a signal (a sibling library in
-    its place aborted the process: every op registered twice)."""
+    wheelops folder): a library's identity is the sha256 its build recorded. A library this
+    import loads is refused by name with the reinstall fix, exit 1, never a signal (a
+    sibling library in its place aborted the process: every op registered twice); one it
+    does not load (another CUDA major's) leaves import working, and the doctor names it."""
     how_to_run = unreadable_runner() if how == "unreadable" else {}
     site = tmp_path / "site"
     shutil.copytree(pristine / "wheelops", site / "wheelops", copy_function=os.link)
@@ -245,14 +260,21 @@ def test_a_damaged_library_without_record_is_refused(pristine, tmp_path, relativ
 
     imported, doctor = run_both(site, how_to_run)
     said = doctor.stdout + doctor.stderr
+    report = json.loads(doctor.stdout)
+    if Path(relative).name not in served_libraries():
+        assert imported.returncode == 0 and "WORKS" in imported.stdout, imported.stderr[-3000:]
+        assert doctor.returncode == 0 and report["verdict"] == "degraded", said[-3000:]
+        (files,) = [f for f in report["findings"] if f["check"] == "installed files"]
+        assert path in files["message"] and files["fix"] == [FIX_WITHOUT_DIST_INFO], files
+        return
     assert "WORKS" not in imported.stdout and imported.returncode == 1, imported.stderr[-3000:]
     error = last_error(imported.stderr)
     assert error.startswith(("wheelops.CompatibilityError", "wheelops.DamagedInstallError")), (
         imported.stderr[-3000:]
     )
-    assert path in error and FIX in error, error
+    assert path in error and FIX_WITHOUT_DIST_INFO in error, error
     assert doctor.returncode == 1 and path in said, said[-3000:]
-    assert json.loads(doctor.stdout)["exit_status"] == 1
+    assert report["exit_status"] == 1
 
 
 def test_every_file_of_the_install_is_a_case():

@@ -28,7 +28,7 @@ REPORT = re.compile(
 EXPLAINED = [
     (
         "initcheck",
-        "wheelops::<unnamed>::lltm_gates_kernel",
+        "wheelops::lltm::<unnamed>::lltm_gates_kernel",
         "the gates were written by cuBLAS's GEMM (torch.addmm), whose stores initcheck does "
         "not see on Hopper: gates written by a plain kernel draw 0 reports, cuBLAS's draw one "
         "per 16-byte load of the whole tensor (tools/lltm_initcheck.py, docs/reliability.md)",

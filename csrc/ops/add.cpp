@@ -8,10 +8,10 @@
 #include "wheelops/dispatch.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::add {
 
 Tensor add_cpu(const Tensor& a, const Tensor& b) {
-  check_add_args(a, b);
+  check_args(a, b);
   const Tensor a_c = as_contiguous(a);
   const Tensor b_c = as_contiguous(b);
   Tensor out = allocate_like(a_c);
@@ -32,4 +32,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("add", TORCH_BOX(&add_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::add

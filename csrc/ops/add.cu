@@ -9,7 +9,7 @@
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::add {
 namespace {
 
 struct AddOp {
@@ -22,7 +22,7 @@ struct AddOp {
 } // namespace
 
 Tensor add_cuda(const Tensor& a, const Tensor& b) {
-  check_add_args(a, b);
+  check_args(a, b);
   const int32_t device = a.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   const Tensor a_c = as_contiguous(a);
@@ -42,4 +42,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("add", TORCH_BOX(&add_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::add

@@ -3,9 +3,9 @@
 
 #include "wheelops/tensor_checks.h"
 
-namespace wheelops {
+namespace wheelops::add {
 
-inline void check_add_args(const Tensor& a, const Tensor& b) {
+inline void check_args(const Tensor& a, const Tensor& b) {
   check_float_tensor(a, "add", "a");
   check_float_tensor(b, "add", "b");
   check_same_device(a, "a", b, "b", "add");
@@ -13,4 +13,4 @@ inline void check_add_args(const Tensor& a, const Tensor& b) {
   check_same_shape(a, "a", b, "b", "add");
 }
 
-} // namespace wheelops
+} // namespace wheelops::add

@@ -10,15 +10,12 @@
 #include "bias_gelu.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
-#include "wheelops/gelu_math.h"
+#include "wheelops/kernels/column_sums_cpu.h"
+#include "wheelops/kernels/gelu.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::bias_gelu {
 namespace {
-
-// Columns per backward task: each task owns its columns' bias sums, so the
-// sums do not depend on the thread count.
-constexpr int64_t kColumnBlock = 64;
 
 template <typename T, gelu::Approximate kMode>
 void forward_rows(const T* x, const T* bias, T* out, RowsCols shape) {
@@ -35,38 +32,24 @@ void forward_rows(const T* x, const T* bias, T* out, RowsCols shape) {
   });
 }
 
+// grad_x = grad * gelu'(x + bias), and grad_bias its column sums.
 template <typename T, gelu::Approximate kMode>
 void backward_columns(
     const T* grad, const T* x, const T* bias, T* grad_x, T* grad_bias, RowsCols shape) {
   using A = acc_type<T>;
-  const int64_t blocks = (shape.cols + kColumnBlock - 1) / kColumnBlock;
-  const int64_t per_block = shape.rows * kColumnBlock;
-  const int64_t grain = per_block > 0 ? cpu::kGrainSize / per_block + 1 : 1;
-  cpu::parallel_range(blocks, grain, [=](int64_t begin, int64_t end) {
-    for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t c0 = blk * kColumnBlock;
-      const int64_t c1 = c0 + kColumnBlock < shape.cols ? c0 + kColumnBlock : shape.cols;
-      A sums[kColumnBlock] = {};
-      for (int64_t r = 0; r < shape.rows; ++r) {
-        const int64_t base = r * shape.cols;
-        for (int64_t c = c0; c < c1; ++c) {
-          const A u = static_cast<A>(x[base + c]) + static_cast<A>(bias[c]);
-          const A g = static_cast<A>(grad[base + c]) * gelu::derivative<kMode>(u);
-          grad_x[base + c] = static_cast<T>(g);
-          sums[c - c0] += g;
-        }
-      }
-      for (int64_t c = c0; c < c1; ++c) {
-        grad_bias[c] = static_cast<T>(sums[c - c0]);
-      }
-    }
+  cpu::blocked_column_sums<A>(shape.rows, shape.cols, grad_bias, [=](int64_t r, int64_t c) {
+    const int64_t i = r * shape.cols + c;
+    const A u = static_cast<A>(x[i]) + static_cast<A>(bias[c]);
+    const A g = static_cast<A>(grad[i]) * gelu::derivative<kMode>(u);
+    grad_x[i] = static_cast<T>(g);
+    return g;
   });
 }
 
 } // namespace
 
 Tensor bias_gelu_cpu(const Tensor& x, const Tensor& bias, std::string approximate) {
-  check_bias_gelu_args(x, bias, "bias_gelu");
+  check_args(x, bias, "bias_gelu");
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu");
   const Tensor x_c = as_contiguous(x);
   const Tensor b_c = as_contiguous(bias);
@@ -84,7 +67,7 @@ Tensor bias_gelu_cpu(const Tensor& x, const Tensor& bias, std::string approximat
 
 std::tuple<Tensor, Tensor> bias_gelu_backward_cpu(
     const Tensor& grad, const Tensor& x, const Tensor& bias, std::string approximate) {
-  check_bias_gelu_backward_args(grad, x, bias);
+  check_backward_args(grad, x, bias);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, "bias_gelu_backward");
   const Tensor g_c = as_contiguous(grad);
   const Tensor x_c = as_contiguous(x);
@@ -114,4 +97,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("bias_gelu_backward", TORCH_BOX(&bias_gelu_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::bias_gelu

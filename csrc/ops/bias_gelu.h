@@ -1,15 +1,12 @@
 // Argument checks of wheelops::bias_gelu and its backward, shared by the CPU
-// and CUDA kernels; and its CUDA backward's entry for fused_linear_gelu.
+// and CUDA kernels.
 #pragma once
 
-#include <optional>
-
-#include "wheelops/gelu_math.h"
 #include "wheelops/tensor_checks.h"
 
-namespace wheelops {
+namespace wheelops::bias_gelu {
 
-inline void check_bias_gelu_args(const Tensor& x, const Tensor& bias, const char* op) {
+inline void check_args(const Tensor& x, const Tensor& bias, const char* op) {
   check_float_tensor(x, op, "x");
   check_float_tensor(bias, op, "bias");
   check_same_device(x, "x", bias, "bias", op);
@@ -22,21 +19,13 @@ inline void check_bias_gelu_args(const Tensor& x, const Tensor& bias, const char
       "] (the last dimension of 'x'), got ", shape_string(bias));
 }
 
-inline void check_bias_gelu_backward_args(
+inline void check_backward_args(
     const Tensor& grad, const Tensor& x, const Tensor& bias) {
-  check_bias_gelu_args(x, bias, "bias_gelu_backward");
+  check_args(x, bias, "bias_gelu_backward");
   check_float_tensor(grad, "bias_gelu_backward", "grad");
   check_same_device(grad, "grad", x, "x", "bias_gelu_backward");
   check_same_dtype(grad, "grad", x, "x", "bias_gelu_backward");
   check_same_shape(grad, "grad", x, "x", "bias_gelu_backward");
 }
 
-// CUDA (bias_gelu.cu): grad_x = grad * gelu'(x + bias) and grad_bias = its column sums,
-// deterministic, for contiguous [rows, cols] tensors of x's dtype on x's device, on the
-// current stream; bias and grad_bias may be absent. fused_linear_gelu's backward calls it
-// with no bias (its pre-activation holds it), so these kernels are compiled once.
-void bias_gelu_backward_into(
-    const Tensor& grad, const Tensor& x, const std::optional<Tensor>& bias, Tensor& grad_x,
-    std::optional<Tensor>& grad_bias, gelu::Approximate mode, const char* op);
-
-} // namespace wheelops
+} // namespace wheelops::bias_gelu

@@ -15,17 +15,12 @@
 #include "fused_linear_gelu.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
-#include "wheelops/gelu_math.h"
+#include "wheelops/kernels/column_sums_cpu.h"
+#include "wheelops/kernels/gelu.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::fused_linear_gelu {
 namespace {
-
-using linear_gelu::GemmShape;
-
-// Columns per task of the bias-gradient sums: each task owns its columns' sums, so
-// they do not depend on the thread count.
-constexpr int64_t kColumnBlock = 64;
 
 ScalarType compute_type(ScalarType dtype) {
   return dtype == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
@@ -79,25 +74,8 @@ void gelu_grad_rows(const T* grad, const T* pre, acc_type<T>* d_pre, GemmShape s
 // grad_bias[c] = sum over rows of d_pre[:, c], rows in order.
 template <typename T>
 void column_sums(const acc_type<T>* d_pre, T* grad_bias, GemmShape s) {
-  using A = acc_type<T>;
-  const int64_t blocks = (s.n + kColumnBlock - 1) / kColumnBlock;
-  const int64_t per_block = s.m * kColumnBlock;
-  const int64_t grain = per_block > 0 ? cpu::kGrainSize / per_block + 1 : 1;
-  cpu::parallel_range(blocks, grain, [=](int64_t begin, int64_t end) {
-    for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t c0 = blk * kColumnBlock;
-      const int64_t c1 = c0 + kColumnBlock < s.n ? c0 + kColumnBlock : s.n;
-      A sums[kColumnBlock] = {};
-      for (int64_t r = 0; r < s.m; ++r) {
-        for (int64_t c = c0; c < c1; ++c) {
-          sums[c - c0] += d_pre[r * s.n + c];
-        }
-      }
-      for (int64_t c = c0; c < c1; ++c) {
-        grad_bias[c] = static_cast<T>(sums[c - c0]);
-      }
-    }
-  });
+  cpu::blocked_column_sums<acc_type<T>>(
+      s.m, s.n, grad_bias, [=](int64_t r, int64_t c) { return d_pre[r * s.n + c]; });
 }
 
 } // namespace
@@ -107,10 +85,10 @@ std::tuple<Tensor, Tensor> fused_linear_gelu_cpu(
     std::string approximate, bool allow_tf32, bool keep_pre_activation) {
   constexpr const char* op = "fused_linear_gelu";
   (void)allow_tf32;  // a CUDA setting; the CPU GEMM is float32 (float64) as is
-  linear_gelu::check_args(input, weight, bias, op);
+  check_args(input, weight, bias, op);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, op);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
-  const std::vector<int64_t> out_sizes = linear_gelu::output_sizes(input, s.n);
+  const GemmShape s = gemm_shape(input, weight);
+  const std::vector<int64_t> out_sizes = output_sizes(input, s.n);
   Tensor out = allocate(input, out_sizes);
   Tensor pre = allocate(input, keep_pre_activation ? out_sizes : std::vector<int64_t>{0});
   if (s.m == 0 || s.n == 0) {
@@ -137,9 +115,9 @@ fused_linear_gelu_backward_cpu(
     bool bias_grad) {
   constexpr const char* op = "fused_linear_gelu_backward";
   (void)allow_tf32;
-  linear_gelu::check_backward_args(grad, input, weight, pre_activation);
+  check_backward_args(grad, input, weight, pre_activation);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, op);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
+  const GemmShape s = gemm_shape(input, weight);
   const ScalarType dtype = input.scalar_type();
   const ScalarType type = compute_type(dtype);
   const Tensor g_c = as_contiguous(grad);
@@ -193,4 +171,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("fused_linear_gelu_backward", TORCH_BOX(&fused_linear_gelu_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::fused_linear_gelu

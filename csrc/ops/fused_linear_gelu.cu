@@ -16,7 +16,8 @@
 //         aligned, or K = 0: a plain GEMM, then the
 //         bias and the GELU in kernels of our own.
 // Backward: one pass d_pre = grad * gelu'(pre) that also sums grad_bias (deterministic,
-// two stages: bias_gelu's backward, bias_gelu_backward_into), then two plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
+// two stages: the GELU family's backward, wheelops/kernels/gelu_backward.cu), then two
+// plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
 // cuBLASLt's DGELU_BGRAD epilogue applies gelu' to a GEMM's output; here the incoming
 // gradient is an input, not a GEMM's output, so it has nothing to fuse into.
 #include <torch/csrc/stable/accelerator.h>
@@ -29,19 +30,17 @@
 #include <type_traits>
 #include <vector>
 
-#include "bias_gelu.h"
 #include "fused_linear_gelu.h"
 #include "wheelops/cublaslt.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
-#include "wheelops/gelu_math.h"
+#include "wheelops/kernels/gelu.h"
+#include "wheelops/kernels/gelu_backward.h"
 #include "wheelops/tensors.h"
 #include "wheelops/vectorized.cuh"
 
-namespace wheelops {
+namespace wheelops::fused_linear_gelu {
 namespace {
-
-using linear_gelu::GemmShape;
 
 constexpr const char* kOp = "fused_linear_gelu";
 constexpr const char* kBackwardOp = "fused_linear_gelu_backward";
@@ -182,12 +181,12 @@ void forward(
 std::tuple<Tensor, Tensor> fused_linear_gelu_cuda(
     const Tensor& input, const Tensor& weight, std::optional<Tensor> bias,
     std::string approximate, bool allow_tf32, bool keep_pre_activation) {
-  linear_gelu::check_args(input, weight, bias, kOp);
+  check_args(input, weight, bias, kOp);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, kOp);
   const int32_t device = input.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
-  const std::vector<int64_t> out_sizes = linear_gelu::output_sizes(input, s.n);
+  const GemmShape s = gemm_shape(input, weight);
+  const std::vector<int64_t> out_sizes = output_sizes(input, s.n);
   Tensor out = allocate(input, out_sizes);
   Tensor pre = allocate(input, keep_pre_activation ? out_sizes : std::vector<int64_t>{0});
   if (s.m == 0 || s.n == 0) {
@@ -211,11 +210,11 @@ fused_linear_gelu_backward_cuda(
     const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& pre_activation,
     std::string approximate, bool allow_tf32, bool input_grad, bool weight_grad,
     bool bias_grad) {
-  linear_gelu::check_backward_args(grad, input, weight, pre_activation);
+  check_backward_args(grad, input, weight, pre_activation);
   const gelu::Approximate mode = gelu::parse_approximate(approximate, kBackwardOp);
   const int32_t device = input.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const GemmShape s = linear_gelu::gemm_shape(input, weight);
+  const GemmShape s = gemm_shape(input, weight);
   std::optional<Tensor> grad_input, grad_weight, grad_bias;
   if (input_grad) {
     grad_input = allocate(input, input.sizes());
@@ -232,8 +231,8 @@ fused_linear_gelu_backward_cuda(
   const Tensor x = as_contiguous(input);
   const Tensor w = as_contiguous(weight);
   Tensor d_pre = allocate(input, {s.m, s.n});
-  // d_pre and grad_bias: bias_gelu's backward with no bias (pre already holds it).
-  bias_gelu_backward_into(g_c, p_c, std::nullopt, d_pre, grad_bias, mode, kBackwardOp);
+  // d_pre and grad_bias: the GELU backward with no bias (pre already holds it).
+  gelu::backward_into(g_c, p_c, std::nullopt, d_pre, grad_bias, mode, kBackwardOp);
   dispatch_float(input.scalar_type(), kBackwardOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const size_t elem = sizeof(T);
@@ -272,4 +271,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("fused_linear_gelu_backward", TORCH_BOX(&fused_linear_gelu_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::fused_linear_gelu

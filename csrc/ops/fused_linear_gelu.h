@@ -9,7 +9,7 @@
 
 #include "wheelops/tensor_checks.h"
 
-namespace wheelops::linear_gelu {
+namespace wheelops::fused_linear_gelu {
 
 // input [*, K] viewed as [M, K]; weight [N, K]; output [*, N].
 struct GemmShape {
@@ -99,4 +99,4 @@ inline void check_backward_args(
   check_output_like(pre_activation, "pre_activation");
 }
 
-} // namespace wheelops::linear_gelu
+} // namespace wheelops::fused_linear_gelu

@@ -4,10 +4,10 @@
 #include <optional>
 #include <tuple>
 
-#include "norm.h"
-#include "norm_cpu.h"
+#include "wheelops/kernels/norm.h"
+#include "wheelops/kernels/norm_cpu.h"
 
-namespace wheelops {
+namespace wheelops::layer_norm {
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_cpu(
     const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
@@ -46,4 +46,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::layer_norm

@@ -1,12 +1,13 @@
-// layer_norm forward and fused backward: CUDA entry points (kernels in norm_cuda.cuh).
+// layer_norm forward and fused backward: CUDA entry points (the kernels are the norm
+// family's, wheelops/kernels/norm_cuda.cuh).
 #include <torch/csrc/stable/library.h>
 
 #include <optional>
 #include <tuple>
 
-#include "norm_cuda.cuh"
+#include "wheelops/kernels/norm_cuda.cuh"
 
-namespace wheelops {
+namespace wheelops::layer_norm {
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_cuda(
     const Tensor& x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
@@ -33,4 +34,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::layer_norm

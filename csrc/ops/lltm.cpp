@@ -10,7 +10,7 @@
 #include "wheelops/dispatch.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::lltm {
 namespace {
 
 // Row r of gates holds g0 | g1 | g2, each `state` long.
@@ -22,7 +22,7 @@ void forward_rows(
     for (int64_t r = begin; r < end; ++r) {
       const T* g = gates + r * 3 * state;
       for (int64_t s = r * state, c = 0; c < state; ++s, ++c) {
-        const lltm::Forward<A> f = lltm::forward<A>(
+        const Forward<A> f = forward<A>(
             g[c], g[state + c], g[2 * state + c], static_cast<A>(old_cell[s]));
         new_h[s] = static_cast<T>(f.new_h);
         new_cell[s] = static_cast<T>(f.new_cell);
@@ -41,7 +41,7 @@ void backward_rows(
       const T* g = gates + r * 3 * state;
       T* dg = d_gates + r * 3 * state;
       for (int64_t s = r * state, c = 0; c < state; ++s, ++c) {
-        const lltm::Backward<A> b = lltm::backward<A>(
+        const Backward<A> b = backward<A>(
             grad_h[s], grad_cell[s], g[c], g[state + c], g[2 * state + c], old_cell[s]);
         dg[c] = static_cast<T>(b.d_g0);
         dg[state + c] = static_cast<T>(b.d_g1);
@@ -55,45 +55,35 @@ void backward_rows(
 } // namespace
 
 std::tuple<Tensor, Tensor> lltm_gates_cpu(const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_args(gates, old_cell, "lltm_gates");
-  const Tensor g_c = as_contiguous(gates);
-  const Tensor c_c = as_contiguous(old_cell);
-  Tensor new_h = allocate_like(c_c);
-  Tensor new_cell = allocate_like(c_c);
-  const int64_t batch = c_c.size(0), state = c_c.size(1);
-  if (batch == 0 || state == 0) {
-    return {new_h, new_cell};
+  check_args(gates, old_cell, "lltm_gates");
+  ForwardTensors t(gates, old_cell);
+  if (t.empty()) {
+    return {t.new_h, t.new_cell};
   }
-  dispatch_float(g_c.scalar_type(), "lltm_gates", [&](auto tag) {
+  dispatch_float(t.gates.scalar_type(), "lltm_gates", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_rows<T>(
-        g_c.const_data_ptr<T>(), c_c.const_data_ptr<T>(), new_h.mutable_data_ptr<T>(),
-        new_cell.mutable_data_ptr<T>(), batch, state);
+        t.gates.const_data_ptr<T>(), t.old_cell.const_data_ptr<T>(),
+        t.new_h.mutable_data_ptr<T>(), t.new_cell.mutable_data_ptr<T>(), t.batch, t.state);
   });
-  return {new_h, new_cell};
+  return {t.new_h, t.new_cell};
 }
 
 std::tuple<Tensor, Tensor> lltm_gates_backward_cpu(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_backward_args(grad_h, grad_cell, gates, old_cell);
-  const Tensor gh_c = as_contiguous(grad_h);
-  const Tensor gc_c = as_contiguous(grad_cell);
-  const Tensor g_c = as_contiguous(gates);
-  const Tensor c_c = as_contiguous(old_cell);
-  Tensor d_gates = allocate_like(g_c);
-  Tensor d_old_cell = allocate_like(c_c);
-  const int64_t batch = c_c.size(0), state = c_c.size(1);
-  if (batch == 0 || state == 0) {
-    return {d_gates, d_old_cell};
+  check_backward_args(grad_h, grad_cell, gates, old_cell);
+  BackwardTensors t(grad_h, grad_cell, gates, old_cell);
+  if (t.empty()) {
+    return {t.d_gates, t.d_old_cell};
   }
-  dispatch_float(g_c.scalar_type(), "lltm_gates_backward", [&](auto tag) {
+  dispatch_float(t.gates.scalar_type(), "lltm_gates_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward_rows<T>(
-        gh_c.const_data_ptr<T>(), gc_c.const_data_ptr<T>(), g_c.const_data_ptr<T>(),
-        c_c.const_data_ptr<T>(), d_gates.mutable_data_ptr<T>(), d_old_cell.mutable_data_ptr<T>(),
-        batch, state);
+        t.grad_h.const_data_ptr<T>(), t.grad_cell.const_data_ptr<T>(),
+        t.gates.const_data_ptr<T>(), t.old_cell.const_data_ptr<T>(),
+        t.d_gates.mutable_data_ptr<T>(), t.d_old_cell.mutable_data_ptr<T>(), t.batch, t.state);
   });
-  return {d_gates, d_old_cell};
+  return {t.d_gates, t.d_old_cell};
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(wheelops, m) {
@@ -108,4 +98,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("lltm_gates_backward", TORCH_BOX(&lltm_gates_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::lltm

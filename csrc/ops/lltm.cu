@@ -20,7 +20,7 @@
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::lltm {
 namespace {
 
 constexpr int kThreads = 256;
@@ -83,7 +83,7 @@ __global__ void lltm_gates_kernel(
     V<T, kVec> h, nc;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const lltm::Forward<A> f = lltm::forward<A>(g0.val[j], g1.val[j], g2.val[j], c.val[j]);
+      const Forward<A> f = forward<A>(g0.val[j], g1.val[j], g2.val[j], c.val[j]);
       h.val[j] = static_cast<T>(f.new_h);
       nc.val[j] = static_cast<T>(f.new_cell);
     }
@@ -115,7 +115,7 @@ __global__ void lltm_gates_backward_kernel(
     V<T, kVec> d0, d1, d2, dc;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const lltm::Backward<A> b = lltm::backward<A>(
+      const Backward<A> b = backward<A>(
           gh.val[j], gc.val[j], g0.val[j], g1.val[j], g2.val[j], c.val[j]);
       d0.val[j] = static_cast<T>(b.d_g0);
       d1.val[j] = static_cast<T>(b.d_g1);
@@ -132,24 +132,21 @@ __global__ void lltm_gates_backward_kernel(
 } // namespace
 
 std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_args(gates, old_cell, "lltm_gates");
+  check_args(gates, old_cell, "lltm_gates");
   const int32_t device = gates.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor g_c = as_contiguous(gates);
-  const Tensor c_c = as_contiguous(old_cell);
-  Tensor new_h = allocate_like(c_c);
-  Tensor new_cell = allocate_like(c_c);
-  const int64_t batch = c_c.size(0), state = c_c.size(1);
-  if (batch == 0 || state == 0) {
-    return {new_h, new_cell};
+  ForwardTensors t(gates, old_cell);
+  if (t.empty()) {
+    return {t.new_h, t.new_cell};
   }
+  const int64_t batch = t.batch, state = t.state;
   const cudaStream_t stream = cuda::current_stream(device, "lltm_gates");
-  dispatch_float(g_c.scalar_type(), "lltm_gates", [&](auto tag) {
+  dispatch_float(t.gates.scalar_type(), "lltm_gates", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* pg = g_c.const_data_ptr<T>();
-    const T* pc = c_c.const_data_ptr<T>();
-    T* ph = new_h.mutable_data_ptr<T>();
-    T* pn = new_cell.mutable_data_ptr<T>();
+    const T* pg = t.gates.const_data_ptr<T>();
+    const T* pc = t.old_cell.const_data_ptr<T>();
+    T* ph = t.new_h.mutable_data_ptr<T>();
+    T* pn = t.new_cell.mutable_data_ptr<T>();
     if (cuda::can_vectorize<T>(state, {pg, pc, ph, pn})) {
       constexpr int kVec = cuda::kVecSize<T>;
       const TileGrid tg = tile_grid(state / kVec, batch, device);
@@ -160,33 +157,28 @@ std::tuple<Tensor, Tensor> lltm_gates_cuda(const Tensor& gates, const Tensor& ol
     }
     WHEELOPS_CHECK_LAUNCH("lltm_gates");
   });
-  return {new_h, new_cell};
+  return {t.new_h, t.new_cell};
 }
 
 std::tuple<Tensor, Tensor> lltm_gates_backward_cuda(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
-  check_lltm_gates_backward_args(grad_h, grad_cell, gates, old_cell);
+  check_backward_args(grad_h, grad_cell, gates, old_cell);
   const int32_t device = gates.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
-  const Tensor gh_c = as_contiguous(grad_h);
-  const Tensor gc_c = as_contiguous(grad_cell);
-  const Tensor g_c = as_contiguous(gates);
-  const Tensor c_c = as_contiguous(old_cell);
-  Tensor d_gates = allocate_like(g_c);
-  Tensor d_old_cell = allocate_like(c_c);
-  const int64_t batch = c_c.size(0), state = c_c.size(1);
-  if (batch == 0 || state == 0) {
-    return {d_gates, d_old_cell};
+  BackwardTensors t(grad_h, grad_cell, gates, old_cell);
+  if (t.empty()) {
+    return {t.d_gates, t.d_old_cell};
   }
+  const int64_t batch = t.batch, state = t.state;
   const cudaStream_t stream = cuda::current_stream(device, "lltm_gates_backward");
-  dispatch_float(g_c.scalar_type(), "lltm_gates_backward", [&](auto tag) {
+  dispatch_float(t.gates.scalar_type(), "lltm_gates_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* pgh = gh_c.const_data_ptr<T>();
-    const T* pgc = gc_c.const_data_ptr<T>();
-    const T* pg = g_c.const_data_ptr<T>();
-    const T* pc = c_c.const_data_ptr<T>();
-    T* pdg = d_gates.mutable_data_ptr<T>();
-    T* pdc = d_old_cell.mutable_data_ptr<T>();
+    const T* pgh = t.grad_h.const_data_ptr<T>();
+    const T* pgc = t.grad_cell.const_data_ptr<T>();
+    const T* pg = t.gates.const_data_ptr<T>();
+    const T* pc = t.old_cell.const_data_ptr<T>();
+    T* pdg = t.d_gates.mutable_data_ptr<T>();
+    T* pdc = t.d_old_cell.mutable_data_ptr<T>();
     if (cuda::can_vectorize<T>(state, {pgh, pgc, pg, pc, pdg, pdc})) {
       constexpr int kVec = cuda::kVecSize<T>;
       const TileGrid tg = tile_grid(state / kVec, batch, device);
@@ -199,7 +191,7 @@ std::tuple<Tensor, Tensor> lltm_gates_backward_cuda(
     }
     WHEELOPS_CHECK_LAUNCH("lltm_gates_backward");
   });
-  return {d_gates, d_old_cell};
+  return {t.d_gates, t.d_old_cell};
 }
 
 STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
@@ -207,4 +199,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("lltm_gates_backward", TORCH_BOX(&lltm_gates_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::lltm

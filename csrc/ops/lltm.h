@@ -1,4 +1,4 @@
-// Argument checks and the elementwise gate math of the LLTM cell
+// Argument checks, the host set-up and the elementwise gate math of the LLTM cell
 // (wheelops::lltm_gates and its backward), shared by the CPU and CUDA kernels.
 //
 // gates = [old_h, input] @ weights.T + bias is [B, 3 S]: input gate, output
@@ -10,10 +10,11 @@
 
 #include "wheelops/math.h"
 #include "wheelops/tensor_checks.h"
+#include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::lltm {
 
-inline void check_lltm_state(
+inline void check_state(
     const Tensor& gates, const Tensor& t, const char* name, const char* op) {
   check_float_tensor(t, op, name);
   check_same_device(gates, "gates", t, name, op);
@@ -25,23 +26,21 @@ inline void check_lltm_state(
       shape_string(t));
 }
 
-inline void check_lltm_gates_args(const Tensor& gates, const Tensor& old_cell, const char* op) {
+inline void check_args(const Tensor& gates, const Tensor& old_cell, const char* op) {
   check_float_tensor(gates, op, "gates");
   WHEELOPS_CHECK(
       gates.dim() == 2 && gates.size(1) % 3 == 0, "wheelops.", op,
       ": argument 'gates' must have shape [batch, 3 * state_size], got ", shape_string(gates));
-  check_lltm_state(gates, old_cell, "old_cell", op);
+  check_state(gates, old_cell, "old_cell", op);
 }
 
-inline void check_lltm_gates_backward_args(
+inline void check_backward_args(
     const Tensor& grad_h, const Tensor& grad_cell, const Tensor& gates, const Tensor& old_cell) {
   constexpr const char* op = "lltm_gates_backward";
-  check_lltm_gates_args(gates, old_cell, op);
-  check_lltm_state(gates, grad_h, "grad_h", op);
-  check_lltm_state(gates, grad_cell, "grad_cell", op);
+  check_args(gates, old_cell, op);
+  check_state(gates, grad_h, "grad_h", op);
+  check_state(gates, grad_cell, "grad_cell", op);
 }
-
-namespace lltm {
 
 using math::exp_;
 using math::expm1_;
@@ -107,5 +106,43 @@ C10_HOST_DEVICE inline Backward<A> backward(
   };
 }
 
-} // namespace lltm
-} // namespace wheelops
+// lltm_gates' tensors once its arguments are checked: the inputs contiguous, the
+// outputs allocated like old_cell (on the current device: the CUDA kernel makes gates'
+// device current first).
+struct ForwardTensors {
+  ForwardTensors(const Tensor& gates_in, const Tensor& old_cell_in)
+      : gates(as_contiguous(gates_in)),
+        old_cell(as_contiguous(old_cell_in)),
+        new_h(allocate_like(old_cell)),
+        new_cell(allocate_like(old_cell)),
+        batch(old_cell.size(0)),
+        state(old_cell.size(1)) {}
+  bool empty() const {
+    return batch == 0 || state == 0;
+  }
+  Tensor gates, old_cell, new_h, new_cell;
+  int64_t batch, state;
+};
+
+// lltm_gates_backward's tensors, likewise: d_gates allocated like gates, d_old_cell
+// like old_cell.
+struct BackwardTensors {
+  BackwardTensors(
+      const Tensor& grad_h_in, const Tensor& grad_cell_in, const Tensor& gates_in,
+      const Tensor& old_cell_in)
+      : grad_h(as_contiguous(grad_h_in)),
+        grad_cell(as_contiguous(grad_cell_in)),
+        gates(as_contiguous(gates_in)),
+        old_cell(as_contiguous(old_cell_in)),
+        d_gates(allocate_like(gates)),
+        d_old_cell(allocate_like(old_cell)),
+        batch(old_cell.size(0)),
+        state(old_cell.size(1)) {}
+  bool empty() const {
+    return batch == 0 || state == 0;
+  }
+  Tensor grad_h, grad_cell, gates, old_cell, d_gates, d_old_cell;
+  int64_t batch, state;
+};
+
+} // namespace wheelops::lltm

@@ -7,10 +7,10 @@
 #include "wheelops/cpu_loop.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::normalize_volume {
 
 Tensor normalize_volume_cpu(const Tensor& vol, double max_value) {
-  const float divisor = check_normalize_volume_args(vol, max_value);
+  const float divisor = check_args(vol, max_value);
   const Tensor v_c = as_contiguous(vol);
   Tensor out = allocate(v_c, v_c.sizes(), ScalarType::Float);
   const uint16_t* in = v_c.const_data_ptr<uint16_t>();
@@ -31,4 +31,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("normalize_volume", TORCH_BOX(&normalize_volume_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::normalize_volume

@@ -19,14 +19,14 @@
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::normalize_volume {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarpSize = normalize_volume_layout::kWarpSize;
+constexpr int kWarpSize = layout::kWarpSize;
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
 constexpr int kChunksPerTile = 4;
-constexpr int64_t kVoxelsPerTile = kChunksPerTile * normalize_volume_layout::kVoxelsPerChunk;
+constexpr int64_t kVoxelsPerTile = kChunksPerTile * layout::kVoxelsPerChunk;
 // More than any volume that fits in memory needs; the loops stride past it.
 constexpr int64_t kMaxBlocks = int64_t{1} << 30;
 static_assert(kThreads % kWarpSize == 0, "the vector loop needs whole warps");
@@ -49,14 +49,14 @@ __device__ __forceinline__ void store_chunk(
   const bool upper = (lane & 1) != 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int source = normalize_volume_layout::shuffle_source(half, lane);
+    const int source = layout::shuffle_source(half, lane);
     const uint32_t x = __shfl_sync(0xffffffffu, w.x, source);
     const uint32_t y = __shfl_sync(0xffffffffu, w.y, source);
     const uint32_t z = __shfl_sync(0xffffffffu, w.z, source);
     const uint32_t v = __shfl_sync(0xffffffffu, w.w, source);
     const uint32_t a = upper ? z : x;
     const uint32_t b = upper ? v : y;
-    out_vec[normalize_volume_layout::store_index(chunk, half, lane)] = make_float4(
+    out_vec[layout::store_index(chunk, half, lane)] = make_float4(
         low_half(a, divisor), high_half(a, divisor), low_half(b, divisor),
         high_half(b, divisor));
   }
@@ -81,7 +81,7 @@ __global__ void normalize_volume_kernel(
       uint4 w[kChunksPerTile];
 #pragma unroll
       for (int k = 0; k < kChunksPerTile; ++k) {
-        w[k] = in_vec[normalize_volume_layout::load_index(first_chunk + k, lane)];
+        w[k] = in_vec[layout::load_index(first_chunk + k, lane)];
       }
 #pragma unroll
       for (int k = 0; k < kChunksPerTile; ++k) {
@@ -98,7 +98,7 @@ __global__ void normalize_volume_kernel(
 } // namespace
 
 Tensor normalize_volume_cuda(const Tensor& vol, double max_value) {
-  const float divisor = check_normalize_volume_args(vol, max_value);
+  const float divisor = check_args(vol, max_value);
   const int32_t device = vol.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   const Tensor v_c = as_contiguous(vol);
@@ -129,4 +129,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("normalize_volume", TORCH_BOX(&normalize_volume_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::normalize_volume

@@ -10,10 +10,10 @@
 #include "wheelops/narrowing.h"
 #include "wheelops/tensor_checks.h"
 
-namespace wheelops {
+namespace wheelops::normalize_volume {
 
 // The divisor: max_value rounded to float32, which must be positive and finite.
-inline float check_normalize_volume_args(const Tensor& vol, double max_value) {
+inline float check_args(const Tensor& vol, double max_value) {
   WHEELOPS_CHECK(
       vol.scalar_type() == ScalarType::UInt16,
       "wheelops.normalize_volume: argument 'vol' has dtype ",
@@ -42,7 +42,7 @@ C10_HOST_DEVICE inline float normalize_value(uint16_t v, float divisor) {
 // half h in {0, 1}, stores voxels 128h + 4L..128h + 4L + 3 as one float4
 // (float4 index chunk * 64 + 32h + L), taking them from the load of lane
 // shuffle_source(h, L): its upper 8 bytes if L is odd, else its lower 8.
-namespace normalize_volume_layout {
+namespace layout {
 
 constexpr int kWarpSize = 32;
 constexpr int64_t kVoxelsPerChunk = 256;
@@ -86,6 +86,6 @@ static_assert(
         layout_is_exact((int64_t{1} << 40) / kVoxelsPerChunk + 7),
     "normalize_volume: the shuffle layout wraps past 2**31 voxels");
 
-} // namespace normalize_volume_layout
+} // namespace layout
 
-} // namespace wheelops
+} // namespace wheelops::normalize_volume

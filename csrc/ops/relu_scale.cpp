@@ -9,10 +9,10 @@
 #include "wheelops/dispatch.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::relu_scale {
 
 Tensor relu_scale_cpu(const Tensor& x, double alpha) {
-  check_relu_scale_args(x, "relu_scale");
+  check_args(x, "relu_scale");
   const Tensor x_c = as_contiguous(x);
   Tensor out = allocate_like(x_c);
   dispatch_float(x_c.scalar_type(), "relu_scale", [&](auto tag) {
@@ -27,7 +27,7 @@ Tensor relu_scale_cpu(const Tensor& x, double alpha) {
 }
 
 std::tuple<Tensor, Tensor> relu_scale_with_mask_cpu(const Tensor& x, double alpha) {
-  check_relu_scale_args(x, "relu_scale_with_mask");
+  check_args(x, "relu_scale_with_mask");
   const Tensor x_c = as_contiguous(x);
   Tensor out = allocate_like(x_c);
   const int64_t n = x_c.numel();
@@ -58,7 +58,7 @@ std::tuple<Tensor, Tensor> relu_scale_with_mask_cpu(const Tensor& x, double alph
 }
 
 Tensor relu_scale_backward_cpu(const Tensor& grad, const Tensor& mask, double alpha) {
-  check_relu_scale_backward_args(grad, mask);
+  check_backward_args(grad, mask);
   const Tensor g_c = as_contiguous(grad);
   const Tensor m_c = as_contiguous(mask);
   Tensor grad_x = allocate_like(g_c);
@@ -91,4 +91,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("relu_scale_backward", TORCH_BOX(&relu_scale_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::relu_scale

@@ -19,7 +19,7 @@
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::relu_scale {
 namespace {
 
 constexpr int kThreads = 256;
@@ -144,7 +144,7 @@ unsigned int items_grid(int64_t n) {
 } // namespace
 
 Tensor relu_scale_cuda(const Tensor& x, double alpha) {
-  check_relu_scale_args(x, "relu_scale");
+  check_args(x, "relu_scale");
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   const Tensor x_c = as_contiguous(x);
@@ -163,7 +163,7 @@ Tensor relu_scale_cuda(const Tensor& x, double alpha) {
 
 std::tuple<Tensor, Tensor> relu_scale_with_mask_cuda(const Tensor& x, double alpha) {
   constexpr const char* op = "relu_scale_with_mask";
-  check_relu_scale_args(x, op);
+  check_args(x, op);
   const int32_t device = x.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   const Tensor x_c = as_contiguous(x);
@@ -194,7 +194,7 @@ std::tuple<Tensor, Tensor> relu_scale_with_mask_cuda(const Tensor& x, double alp
 
 Tensor relu_scale_backward_cuda(const Tensor& grad, const Tensor& mask, double alpha) {
   constexpr const char* op = "relu_scale_backward";
-  check_relu_scale_backward_args(grad, mask);
+  check_backward_args(grad, mask);
   const int32_t device = grad.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   const Tensor g_c = as_contiguous(grad);
@@ -229,4 +229,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("relu_scale_backward", TORCH_BOX(&relu_scale_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::relu_scale

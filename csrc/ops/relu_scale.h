@@ -15,9 +15,9 @@
 #include "wheelops/narrowing.h"
 #include "wheelops/tensor_checks.h"
 
-namespace wheelops {
+namespace wheelops::relu_scale {
 
-inline void check_relu_scale_args(const Tensor& x, const char* op) {
+inline void check_args(const Tensor& x, const char* op) {
   check_float_tensor(x, op, "x");
 }
 
@@ -26,7 +26,7 @@ C10_HOST_DEVICE inline int64_t relu_scale_mask_bytes(int64_t numel) {
   return (numel + 7) / 8;
 }
 
-inline void check_relu_scale_backward_args(const Tensor& grad, const Tensor& mask) {
+inline void check_backward_args(const Tensor& grad, const Tensor& mask) {
   constexpr const char* op = "relu_scale_backward";
   check_float_tensor(grad, op, "grad");
   // Before the mask (wheelops 0.1.0's first builds) this argument was x: a graph that
@@ -66,4 +66,4 @@ C10_HOST_DEVICE inline A relu_scale_grad_value(A grad, bool passes, A alpha) {
   return passes ? grad * alpha : A(0);
 }
 
-} // namespace wheelops
+} // namespace wheelops::relu_scale

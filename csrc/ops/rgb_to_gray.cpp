@@ -7,10 +7,10 @@
 #include "wheelops/cpu_loop.h"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::rgb_to_gray {
 
 Tensor rgb_to_gray_cpu(const Tensor& img) {
-  check_rgb_to_gray_args(img);
+  check_args(img);
   Tensor out = allocate(img, gray_shape(img));
   const int64_t d = img.dim();
   const int64_t images = d == 4 ? img.size(0) : 1;
@@ -46,4 +46,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("rgb_to_gray", TORCH_BOX(&rgb_to_gray_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::rgb_to_gray

@@ -14,7 +14,7 @@
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
-namespace wheelops {
+namespace wheelops::rgb_to_gray {
 namespace {
 
 constexpr int kThreads = 256;
@@ -117,7 +117,7 @@ void launch(const uint8_t* in, uint8_t* out, const RgbLayout& l, int32_t device,
 } // namespace
 
 Tensor rgb_to_gray_cuda(const Tensor& img) {
-  check_rgb_to_gray_args(img);
+  check_args(img);
   const int32_t device = img.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   Tensor out = allocate(img, gray_shape(img));
@@ -150,4 +150,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("rgb_to_gray", TORCH_BOX(&rgb_to_gray_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::rgb_to_gray

@@ -9,9 +9,9 @@
 
 #include "wheelops/tensor_checks.h"
 
-namespace wheelops {
+namespace wheelops::rgb_to_gray {
 
-inline void check_rgb_to_gray_args(const Tensor& img) {
+inline void check_args(const Tensor& img) {
   WHEELOPS_CHECK(
       img.scalar_type() == ScalarType::Byte, "wheelops.rgb_to_gray: argument 'img' has dtype ",
       torch::headeronly::toString(img.scalar_type()), "; expected uint8");
@@ -79,4 +79,4 @@ inline bool flat_rgb_layout(const Tensor& img, RgbLayout& layout) {
   return true;
 }
 
-} // namespace wheelops
+} // namespace wheelops::rgb_to_gray

@@ -4,10 +4,10 @@
 #include <optional>
 #include <tuple>
 
-#include "norm.h"
-#include "norm_cpu.h"
+#include "wheelops/kernels/norm.h"
+#include "wheelops/kernels/norm_cpu.h"
 
-namespace wheelops {
+namespace wheelops::rms_norm {
 
 std::tuple<Tensor, Tensor> rms_norm_cpu(
     const Tensor& x, std::optional<Tensor> weight, double eps) {
@@ -44,4 +44,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CPU, m) {
   m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward_cpu));
 }
 
-} // namespace wheelops
+} // namespace wheelops::rms_norm

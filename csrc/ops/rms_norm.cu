@@ -1,12 +1,13 @@
-// rms_norm forward and fused backward: CUDA entry points (kernels in norm_cuda.cuh).
+// rms_norm forward and fused backward: CUDA entry points (the kernels are the norm
+// family's, wheelops/kernels/norm_cuda.cuh).
 #include <torch/csrc/stable/library.h>
 
 #include <optional>
 #include <tuple>
 
-#include "norm_cuda.cuh"
+#include "wheelops/kernels/norm_cuda.cuh"
 
-namespace wheelops {
+namespace wheelops::rms_norm {
 
 std::tuple<Tensor, Tensor> rms_norm_cuda(
     const Tensor& x, std::optional<Tensor> weight, double eps) {
@@ -35,4 +36,4 @@ STABLE_TORCH_LIBRARY_IMPL(wheelops, CUDA, m) {
   m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward_cuda));
 }
 
-} // namespace wheelops
+} // namespace wheelops::rms_norm

@@ -239,10 +239,13 @@ def report_with_devices(
     compilers: list[Any] | None = None,
 ) -> Report:
     """The doctor's report: what import decided, plus the driver, every GPU, the installed
-    files against the wheel's RECORD, the other wheelops on sys.path (none of which
+    files against the wheel's RECORD (without one, every library against its build's
+    sha256), the other wheelops on sys.path (none of which
     import pays for) and the autograd layer that serves the ops."""
+    found = _state.inputs or Inputs(installed()[0])
+    hashes = found.build.library_sha256 if isinstance(found.build, BuildInfo) else None
     try:
-        damaged: list[Any] | None = record.damaged_files(PACKAGE_DIR)
+        damaged: list[Any] | None = record.damaged_files(PACKAGE_DIR, hashes)
     except Exception as err:  # the reader itself is damaged (import does not call it)
         damaged = [f"{record.__file__} is damaged ({type(err).__name__}: {err})"]
     torch_here = this_process().torch_kind != "missing"

@@ -748,10 +748,10 @@ class _Rules:
     ) -> Finding:
         """Files that differ from the wheel degrade the install even where import works: what
         they hold is not what was tested."""
-        wanted = "every file as the wheel's RECORD lists it"
+        wanted = "every file as its wheel (or build) wrote it"
         if not damage:
             return Finding("installed files", Status.OK, wanted, "all match",
-                           "every installed file matches the wheel's RECORD")  # fmt: skip
+                           "every installed file matches its recorded sha256")  # fmt: skip
         listed = "; ".join(str(d) for d in damage[:6])
         more = f"; and {len(damage) - 6} more" if len(damage) > 6 else ""
         fix = (self.reinstall(build),)

@@ -89,12 +89,21 @@ def require_modules(package_dir: Path) -> None:
             raise FileNotFoundError(2, f"{path} is missing", str(path))
 
 
-def damaged_files(package_dir: Path) -> list[FileDamage] | None:
-    """Every file RECORD lists with a hash that is not as the wheel had it; None where no
-    RECORD exists (a source checkout, an editable build)."""
+def damaged_files(
+    package_dir: Path, library_sha256: dict[str, str] | None = None
+) -> list[FileDamage] | None:
+    """Every file RECORD lists with a hash that is not as the wheel had it. Where no RECORD
+    exists (the package alone: a vendored copy, a Docker COPY of its folder; a source tree),
+    every native library whose build recorded its sha256 (`library_sha256`, the build
+    facts'), including those this import does not load; None where neither tells."""
     record = record_of(package_dir)
     if record is None:
-        return None
+        if not library_sha256:
+            return None
+        built = "the sha256 its build recorded"
+        checked = ((package_dir / name, _state(package_dir / name, digest, built))
+                   for name, digest in sorted(library_sha256.items()))  # fmt: skip
+        return [FileDamage(str(path), state) for path, state in checked if state]
     try:
         rows = list(csv.reader(record.read_text().splitlines()))
     except (OSError, UnicodeDecodeError, csv.Error) as err:

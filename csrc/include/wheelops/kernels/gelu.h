@@ -1,5 +1,5 @@
-// GELU and its derivative, shared by the CPU and CUDA kernels so both compute
-// the same formula (PyTorch's, for approximate = "none" and "tanh").
+// GELU and its derivative, shared by bias_gelu and fused_linear_gelu, CPU and CUDA,
+// so all compute the same formula (PyTorch's, for approximate = "none" and "tanh").
 #pragma once
 
 #include <torch/headeronly/macros/Macros.h>

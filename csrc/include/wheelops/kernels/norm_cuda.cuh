@@ -41,7 +41,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "norm.h"
+#include "wheelops/kernels/norm.h"
 #include "wheelops/block_reduce.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"

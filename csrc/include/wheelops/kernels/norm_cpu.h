@@ -12,7 +12,7 @@
 #include <optional>
 #include <tuple>
 
-#include "norm.h"
+#include "wheelops/kernels/norm.h"
 #include "wheelops/cpu_loop.h"
 #include "wheelops/dispatch.h"
 #include "wheelops/tensors.h"
