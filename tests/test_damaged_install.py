@@ -235,8 +235,10 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
             return
         assert files["status"] == "degraded" and path in files["message"], files
         # direct_url.json damaged: where pip installed it from is unknown, so the index's
-        expected = FIX if not relative.endswith("/direct_url.json") else matrix().reinstall_command(
-            record.installed_version(PACKAGE), BUILD.variant
+        expected = (
+            FIX
+            if not relative.endswith("/direct_url.json")
+            else matrix().reinstall_command(record.installed_version(PACKAGE), BUILD.variant)
         )
         assert files["fix"] == [expected]
 

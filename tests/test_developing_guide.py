@@ -40,12 +40,14 @@ CHECKLIST = _items(_section(GUIDE.read_text(), FILES_HEADING))
 # Each item's first backticked token: the file, `<op>` standing for the op's name.
 PATHS = [re.match(r"`([^`]+)`", item).group(1) for item in CHECKLIST]
 HEADER = next(path for path in PATHS if path.endswith(".h"))
+HEADER_ITEM = next(item for item in CHECKLIST if item.startswith(f"`{HEADER}`"))
+# Where the item puts a family's header, and the namespace it names for an op's internals.
+KERNELS = REPO / re.search(r"`(csrc/[\w/]+/kernels/)`", HEADER_ITEM).group(1)
+NAMESPACE = re.search(r"namespace `(wheelops::<op>)`", HEADER_ITEM).group(1)
 # "(families: `norm.h` for `layer_norm` and `rms_norm`)": ops whose header is their family's.
 FAMILIES = {
     op: header
-    for header, ops in re.findall(
-        r"`(\w+\.h)` for ((?:`\w+`(?:, | and )?)+)", next(i for i in CHECKLIST if HEADER in i)
-    )
+    for header, ops in re.findall(r"`(\w+\.h)` for ((?:`\w+`(?:, | and )?)+)", HEADER_ITEM)
     for op in re.findall(r"`(\w+)`", ops)
 }
 
@@ -94,12 +96,12 @@ def test_every_op_has_each_file_of_the_checklist(op: str, path: str):
 def test_both_libraries_include_the_ops_checks_from_its_header_or_its_familys(op: str):
     own = REPO / HEADER.replace("<op>", op)
     assert own.is_file() != (op in FAMILIES), f"{op}: own header {own.is_file()}, family?"
+    header = own if own.is_file() else KERNELS / FAMILIES[op]
+    name = op if own.is_file() else header.stem
+    assert f"namespace {NAMESPACE.replace('<op>', name)} {{" in header.read_text(), header
     for source in (".cpp", ".cu"):
         included = _includes(REPO / "csrc" / "ops" / f"{op}{source}")
-        if own.is_file():
-            assert own.resolve() in included, f"{op}{source} does not include {HEADER}"
-        else:
-            assert FAMILIES[op] in {h.name for h in included}, f"{op}{source}: no {FAMILIES[op]}"
+        assert header.resolve() in included, f"{op}{source} does not include {header}"
 
 
 @pytest.mark.parametrize("op", OPS)
