@@ -631,7 +631,7 @@ def deploy(session: nox.Session) -> None:
     where dist/repaired has none), under the CPU torch: export and package a model using
     every op, build the C++ program with find_package(Torch) + find_package(wheelops), run
     the package from C++ and compare with Python's outputs. On a GPU machine run
-    examples/deploy/run_example.py with --device cuda (README: Deploy)."""
+    examples/deploy/run_example.py with --device cuda (docs/deploy.md)."""
     args = _variant_args(session, [_local_default_variant()])
     torch = f"{MATRIX.variant('cpu').smoke_torch}+cpu"
     for variant in args.variants:

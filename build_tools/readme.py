@@ -1,8 +1,9 @@
-"""The README's generated tables: compatibility (from wheelops/matrix.json) and
-troubleshooting (the guard's own findings, build_tools/troubleshooting.py).
+"""The generated tables of the docs: compatibility (from wheelops/matrix.json) in the README,
+troubleshooting (the guard's own findings, build_tools/troubleshooting.py) in
+docs/troubleshooting.md, and the README's index of those.
 
-python -m build_tools.readme          # rewrite the tables in README.md
-python -m build_tools.readme --check  # exit 1 if README.md is out of date (a test runs this)
+python -m build_tools.readme          # rewrite the tables between their markers
+python -m build_tools.readme --check  # exit 1 if a page is out of date (a test runs this)
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from build_tools.compat import archs as _archs
 from build_tools.matrix import wheels as build_wheels
 from build_tools.torch_install import NEWEST
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-CI_SCRIPT = README.parent / ".ci" / "run"  # the README's test command (a test checks)
-SECTIONS = ("matrix tables", "troubleshooting tables")
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+TROUBLESHOOTING = REPO / "docs" / "troubleshooting.md"
+CI_SCRIPT = REPO / ".ci" / "run"  # the README's test command (a test checks)
 
 # Representative GPUs per compute capability, for people who know their GPU's name.
 GPUS = {
@@ -172,29 +174,46 @@ def markers(section: str) -> tuple[str, str]:
     return f"<!-- {section}: begin (python -m build_tools.readme) -->", f"<!-- {section}: end -->"
 
 
-def updated(text: str, section: str, body: str) -> str:
+def updated(text: str, section: str, body: str, page: str = "README.md") -> str:
     begin, end = markers(section)
     if begin not in text or end not in text:
-        raise SystemExit(f"README.md lacks the markers {begin!r} ... {end!r}")
+        raise SystemExit(f"{page} lacks the markers {begin!r} ... {end!r}")
     head, rest = text.split(begin, 1)
     return f"{head}{begin}\n\n{body}\n\n{end}{rest.split(end, 1)[1]}"
+
+
+def sections() -> dict[Path, dict[str, str]]:
+    """Each page's generated sections: marker name -> body."""
+    matrix = build_matrix.load()
+    index_link = TROUBLESHOOTING.relative_to(REPO).as_posix()
+    return {
+        # The published URL, not a WHEELOPS_INDEX_URL override of this shell.
+        README: {
+            "matrix tables": render(matrix, matrix.published_index_url),
+            "troubleshooting index": troubleshooting.index(index_link),
+        },
+        TROUBLESHOOTING: {"troubleshooting tables": troubleshooting.render()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m build_tools.readme", description=__doc__)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
-    matrix = build_matrix.load()
-    text = README.read_text()
-    # The published URL, not a WHEELOPS_INDEX_URL override of this shell.
-    new = updated(text, SECTIONS[0], render(matrix, matrix.published_index_url))
-    new = updated(new, SECTIONS[1], troubleshooting.render())
-    if args.check:
+    stale = []
+    for page, bodies in sections().items():
+        name = page.relative_to(REPO).as_posix()
+        text = page.read_text()
+        new = text
+        for section, body in bodies.items():
+            new = updated(new, section, body, name)
         if new != text:
-            print("README.md's generated tables are out of date: run python -m build_tools.readme")
-            return 1
-        return 0
-    README.write_text(new)
+            stale.append(name)
+            if not args.check:
+                page.write_text(new)
+    if args.check and stale:
+        print(f"out of date: {', '.join(stale)}; run python -m build_tools.readme")
+        return 1
     return 0
 
 

@@ -1,15 +1,17 @@
-"""The README's troubleshooting tables, printed by the guard itself.
+"""The troubleshooting tables (docs/troubleshooting.md) and the README's index of them,
+printed by the guard itself.
 
 Each row is a recorded situation (build facts, this process, library files,
 the loader's own words, GPUs) passed through the policy's `evaluate`; the
 table shows the finding exactly as the guard prints it, with its fix commands.
-So the README cannot say what the guard does not. `python -m build_tools.readme`
+So the docs cannot say what the guard does not. `python -m build_tools.readme`
 writes them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -293,7 +295,7 @@ IN_THE_REPORT += [
 IN_THE_REPORT += [
     Situation(
         "a torch that renamed an internal the fast autograd layer uses: the ops' derivatives "
-        "run on public APIs (README: Derivatives)",
+        "run on public APIs (docs/ops.md: Derivatives)",
         autograd=torch_internals.AutogradFacts(
             "2.16.0", ("torch.autograd.function._SingleLevelFunction",), None
         ),
@@ -366,15 +368,39 @@ def table(situations: list[Situation]) -> str:
     return "\n".join(rows)
 
 
+# Each table's heading: where the guard reports these findings, and what that means.
+GROUPS = (
+    ("At import", "`wheelops.CompatibilityError`; `python -m wheelops` exits 1", AT_IMPORT),
+    (
+        "In the doctor's report",
+        "degraded: `import wheelops` works, `python -m wheelops` exits 0",
+        IN_THE_REPORT,
+    ),
+    (
+        "In a source checkout with nothing built",
+        "`import wheelops` works, so that `python -m build_tools.dev` can build; the ops "
+        "raise until then; `python -m wheelops` exits 1",
+        IN_A_CHECKOUT,
+    ),
+)
+
+
 def render() -> str:
-    return (
-        "**At import** (`wheelops.CompatibilityError`; `python -m wheelops` exits 1):\n\n"
-        f"{table(AT_IMPORT)}\n\n"
-        "**In the doctor's report** (degraded: `import wheelops` works, "
-        "`python -m wheelops` exits 0):\n\n"
-        f"{table(IN_THE_REPORT)}\n\n"
-        "**In a source checkout with nothing built** (`import wheelops` works, so that "
-        "`python -m build_tools.dev` can build; the ops raise until then; `python -m wheelops` "
-        "exits 1):\n\n"
-        f"{table(IN_A_CHECKOUT)}"
+    return "\n\n".join(
+        f"### {title}\n\n{how}.\n\n{table(situations)}" for title, how, situations in GROUPS
     )
+
+
+def index(page: str) -> str:
+    """One item per table of ``page`` (where render() is), linked to it, and under it each
+    check its messages start with (`<check>: ...`) and what its rows mean, shortened."""
+    lines = []
+    for title, how, situations in GROUPS:
+        anchor = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")  # as GitHub's
+        meanings: dict[str, list[str]] = {}
+        for situation in situations:
+            short = re.sub(r" \([^)]*\)", "", situation.meaning).split(": ")[0]
+            meanings.setdefault(finding(situation).check, []).append(short)
+        lines.append(f"- [{title}]({page}#{anchor}) ({how}):")
+        lines += [f"  - `{check}`: {'; '.join(m)}" for check, m in meanings.items()]
+    return "\n".join(lines)

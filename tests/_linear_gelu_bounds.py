@@ -45,7 +45,7 @@ EVALUATION_ULPS = 4  # erf/tanh/exp in the accumulator type: a few ulps of |u| +
 # cuBLASLt's GELU epilogue (CUDA, "tanh", 16-bit dtypes) evaluates tanh its own way: measured
 # at most 38.5 float32 ulps of |u| + 1 against float64 F.gelu(tanh) of the same float32
 # pre-activation (H100, cuBLAS 13.1; 512 x 1024 values); bounded by 64, still 2**-10 of a
-# bf16 ulp and 2**-7 of an fp16 ulp. float32 does not use it (README: fused_linear_gelu).
+# bf16 ulp and 2**-7 of an fp16 ulp. float32 does not use it (docs/ops.md: fused_linear_gelu).
 CUBLASLT_GELU_ULPS = 64
 # TF32 keeps 10 of float32's 23 mantissa bits: an input truncated to it is off by less
 # than 2**-10 of itself (rounded: 2**-11). A product of two: 2 * 2**-10 at most, split

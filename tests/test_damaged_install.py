@@ -17,7 +17,7 @@ that the wheel's RECORD lists.
 Python itself runs three files before any wheelops code can: `wheelops/__init__.py`,
 `wheelops/_damage.py` and, for the doctor, `wheelops/__main__.py` (with the doctor's own
 module). Damage there gets Python's own error, which the tests require to be an error and
-not a crash (README troubleshooting lists them).
+not a crash (docs/troubleshooting.md lists them).
 
 The full matrix (every file) runs in `nox -s damage` (CI, under a CPU torch); the suite
 runs the libraries its import loads and one op module (WHEELOPS_TEST_DAMAGE=all selects

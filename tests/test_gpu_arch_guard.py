@@ -6,7 +6,7 @@ the machine's own torch and matched toolkit, in a subprocess each. The C++ messa
 for a direct torch.ops call on such a GPU is not probed here: on the GPU machine used
 so far (Ubuntu GCC 13.3, torch 2.11), any C++ exception from a dev-mode build kills
 the process (SIGSEGV), while wheels built by `nox -s build` raise it cleanly there;
-see the README's GPU tests section.
+see DEVELOPING.md's dev mode.
 """
 
 from __future__ import annotations

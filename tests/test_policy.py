@@ -22,7 +22,7 @@ INDEX = matrix().index_url
 TORCH_INDEX = matrix().torch_index_url
 REINSTALL = f"pip install --force-reinstall --no-deps wheelops --index-url {INDEX}"
 
-# The README's recorded builds (build_tools/troubleshooting.py), as this package's records.
+# The troubleshooting tables' builds (build_tools/troubleshooting.py), as this package's records.
 CU130_BUILD = BuildInfo.from_dict(troubleshooting.BUILD.to_dict())
 CPU_BUILD = BuildInfo.from_dict(troubleshooting.CPU_BUILD.to_dict())
 UNIVERSAL = BuildInfo.from_dict(troubleshooting.UNIVERSAL.to_dict())
@@ -372,7 +372,7 @@ def test_refusal_message_has_both_sides_and_every_fix():
     ],
 )
 def test_the_readme_tables_say_what_the_guard_decides(situations, status):
-    # Each README row is the policy's finding; its table says whether import raises.
+    # Each troubleshooting row is the policy's finding; its table says whether import raises.
     for situation in situations:
         finding = troubleshooting.finding(situation)
         assert str(finding.status) == status, (situation.meaning, finding)

@@ -3,7 +3,7 @@ torch.multiprocessing and subprocesses, each in a fresh interpreter.
 
 Each scenario is a script run in its own process with a timeout: it must exit 0 (works)
 or, where torch documents a limitation, fail with torch's own error, never a signal or a
-hang. README troubleshooting states each outcome.
+hang. docs/troubleshooting.md states each outcome.
 """
 
 from __future__ import annotations
