@@ -5,7 +5,8 @@ tests/test_fused_linear_gelu.py and the bounds' own tightness tests
 
 The op as written: pre = x @ w.T (float32 accumulation; float64 for float64) + bias,
 added in float32; on CUDA the erf path and the float32 path store pre in the dtype
-before the GELU (the tanh epilogue of 16-bit dtypes does not), and where cuBLASLt's
+before the GELU (the tanh epilogue of 16-bit dtypes does not, nor does the erf epilogue
+of the sm_90a kernel: the CUDA bound allows that rounding on every path), and where cuBLASLt's
 bias epilogue is not used the GEMM's result is rounded before the bias is added; the
 forward keeps pre, rounded to the dtype, for the backward. The GELU and gelu' run in
 float32 (float64), each result rounded once. Backward: d = g * gelu'(pre) (rounded to

@@ -136,6 +136,36 @@ def test_backward_within_derived_bound(shape, out_features, dtype, device, appro
         assert_bound(g, bound, name)
 
 
+HOPPER_SHAPE = ((8192, 64), 3072)  # 64 x 12 = 768 tiles of 128 x 256: >= 4 waves on 132 SMs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("keep_pre", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_hopper_epilogue_gemm_within_derived_bound(dtype, keep_pre):
+    """On an sm_90 GPU the erf forward of a 16-bit problem of at least 4 waves of tiles is
+    one CUTLASS GEMM whose epilogue adds the bias and applies the GELU
+    (fused_linear_gelu_sm90a.cu): it runs (the profiler names its kernel), its output is
+    within the bound, and so are the gradients from the pre-activation it keeps."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a kernel runs on sm_90 GPUs only (H100, H200, GH200)")
+    (shape, out_features) = HOPPER_SHAPE
+    x, w, b = inputs(shape, out_features, dtype, "cuda", seed=21)
+    leaves = [t.clone().requires_grad_(keep_pre) for t in (x, w, b)]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        out = wheelops.fused_linear_gelu(*leaves)
+        torch.cuda.synchronize()
+    kernels = {event.name for event in profile.events()}
+    assert any("cutlass" in name for name in kernels), kernels
+    assert_bound(out.detach(), forward_bound(x, w, b, "none", "cuda"), "output")
+    if keep_pre:
+        grad = randn(out.shape, dtype, "cuda", seed=22)
+        got = torch.autograd.grad(out, leaves, grad)
+        bounds = backward_bounds(grad, x, w, b, "none", "cuda")
+        for (name, bound), g in zip(bounds.items(), got, strict=True):
+            assert_bound(g, bound, name)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_only_the_gradients_asked_for(device):
     x, w, b = inputs((6, 8), 10, torch.float32, device, seed=6)
