@@ -94,8 +94,8 @@ def prepare(name: str) -> None:
                 f"uses {variant.toolkit}: make them agree in wheelops/matrix.json"
             )
         _pip(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={variant.toolkit}")
-    if variant.toolkit:  # the sm_90a kernels' headers (build_tools/cutlass.py)
-        _pip(cutlass.REQUIREMENT)
+    if variant.toolkit:  # the sm_90a kernels' headers only (build_tools/cutlass.py): its
+        _pip("--no-deps", cutlass.REQUIREMENT)  # Python side's needs would change the build's
     print(
         f"build environment for {variant.name}: torch {version} (CUDA {cuda}), toolkit "
         f"{variant.toolkit} from {variant.toolkit_source}; setuptools "
