@@ -6,11 +6,14 @@ each implementation's forward runs once, outside the timing; what is timed is
 same incoming gradient for all three. wheelops is timed only once its result
 (and, for the backward, its gradients) matched eager's; a wrong answer is
 reported, not benchmarked. torch.compile's first call (the compilation) is
-timed apart and never counted in its times.
+timed apart and never counted in its times. The peer (Liger-Kernel, peers.py), where
+the op has one, is checked the same way and timed only when right; a wrong or failing
+peer is reported under ``liger_problem``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ import torch
 from opspecs._spec import OpSpec, Output, Shape
 
 from .cases import SEED, dtype_name, grad_inputs, inputs, plan
+from .peers import Peer
 from .timing import Timer
 from .verify import Rule, as_tuple, float64_inputs, mismatch
 
@@ -31,6 +35,7 @@ class Implementations:
     wheelops: Callable[..., Output]
     eager: Callable[..., Output]
     compiled: Callable[..., Output] | None  # None with --no-compile
+    liger: Peer | None = None  # None where Liger is absent or lacks the op
 
 
 def measure_case(
@@ -85,6 +90,8 @@ def new_row(
         "eager": None,
         "compile": None,
         "compile_problem": None,
+        "liger": None,
+        "liger_problem": None,
     }
 
 
@@ -114,6 +121,14 @@ def _forward(
             lambda: lambda: compiled(*inputs),
             lambda out: mismatch(out, eager, reference, rule),
         )
+    if impls.liger is not None:
+        peer = impls.liger
+        _time_peer(
+            row,
+            timer,
+            lambda: lambda: peer.call(*inputs),
+            lambda out: mismatch(out, eager, reference, peer_rule(rule, peer)),
+        )
     if row["status"] == "ok":
         row["wheelops"] = timer(lambda: impls.wheelops(*inputs)).to_dict()
     return row
@@ -123,6 +138,13 @@ def rule_of(spec: OpSpec, shape: Shape) -> Rule:
     """What the op's results carry beyond float32 arithmetic and one rounding (verify)."""
     bench = plan(spec)
     return Rule(bench.sum_length(shape), bench.dtype_roundings, bench.relative_roundings)
+
+
+def peer_rule(rule: Rule, peer: Peer) -> Rule:
+    """The op's rule, with the roundings the peer makes beyond wheelops' (peers.py)."""
+    return dataclasses.replace(
+        rule, relative_roundings=rule.relative_roundings + peer.relative_roundings
+    )
 
 
 def _backward(
@@ -171,6 +193,14 @@ def _backward(
         _time_compiled(
             row, timer, lambda: graph(compiled), lambda out: mismatch(out, eager, reference, rule)
         )
+    if impls.liger is not None:
+        peer = impls.liger
+        _time_peer(
+            row,
+            timer,
+            lambda: graph(peer.call),
+            lambda out: mismatch(out, eager, reference, peer_rule(rule, peer)),
+        )
     if row["status"] == "ok":
         row["wheelops"] = timer(graph(impls.wheelops)).to_dict()
     return row
@@ -210,6 +240,25 @@ def _time_compiled(
     problem = compare(out)
     del out
     row["compile"] = {**timer(step).to_dict(), "compile_s": compile_s, "mismatch": problem}
+
+
+def _time_peer(
+    row: dict[str, Any],
+    timer: Timer,
+    make_step: Callable[[], Callable[[], Output]],
+    compare: Callable[[Output], str | None],
+) -> None:
+    """Run the peer's step once and check it; time it only when right."""
+    try:
+        step = make_step()
+        problem = compare(step())
+    except Exception as err:  # reported in the results; the run goes on
+        row["liger_problem"] = f"error: {_describe(err)}"
+        return
+    if problem is not None:
+        row["liger_problem"] = f"wrong: {problem}"
+        return
+    row["liger"] = timer(step).to_dict()
 
 
 def _seeded_like(tensor: torch.Tensor, salt: int) -> torch.Tensor:

@@ -21,6 +21,8 @@ COLUMNS = (
     "× compile",  # noqa: RUF001
     "targets",
 )
+# Before "targets", for an op whose rows have a Liger result (peers.py).
+LIGER_COLUMNS = ("liger µs", "× liger")  # noqa: RUF001
 MARKS = {MET: "✓", MISSED: "✗"}
 SHORT = {
     "forward_bandwidth": "bw",
@@ -134,6 +136,14 @@ def _header(data: dict[str, Any]) -> list[str]:
             f" (sm_{env['compute_capability'].replace('.', '')}, driver {env.get('driver')}, "
             f"driver CUDA {env.get('driver_cuda')})"
         )
+    liger = settings.get("liger") or {}
+    liger_line = (
+        f"Liger-Kernel {liger.get('version') or '(version unknown)'}: "
+        f"{', '.join(liger['ops'])}; x liger = its time / wheelops time, checked like "
+        "wheelops before it is timed"
+        if liger.get("ops")
+        else f"Liger-Kernel: no column ({liger.get('absent', 'not run')})"
+    )
     compile_s = sum((row.get("compile") or {}).get("compile_s", 0.0) for row in data["rows"])
     compile_line = (
         f"torch.compile: mode {settings['compile_mode']!r}, dynamic=False, fullgraph=True, one "
@@ -152,6 +162,7 @@ def _header(data: dict[str, Any]) -> list[str]:
         f"- copy bandwidth: {copy['gbps']:.0f} GB/s (dst.copy_(src) of "
         f"{copy['size_bytes'] / 2**30:.2f} GiB, bytes = 2 x size, best of {settings['copy_reps']})",
         f"- {compile_line}",
+        f"- {liger_line}",
         "- GB/s = bytes that must move / wheelops time; x eager and x compile = their time / "
         "wheelops time (above 1: wheelops is faster)",
     ]
@@ -179,6 +190,10 @@ def _summary(rows: list[dict[str, Any]]) -> list[str]:
     if differs:
         lines += ["", "torch.compile's result differs from eager's (timed anyway):", ""]
         lines += [f"- {_case_name(row)}: {row['compile']['mismatch']}" for row in differs]
+    peer_problems = [row for row in rows if row.get("liger_problem")]
+    if peer_problems:
+        lines += ["", "Liger-Kernel not timed (wrong result or error):", ""]
+        lines += [f"- {_case_name(row)}: {row['liger_problem']}" for row in peer_problems]
     if missed_lines:
         lines += ["", "Missed:", "", *missed_lines]
     return lines
@@ -198,7 +213,10 @@ def _case_name(row: dict[str, Any]) -> str:
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    with_liger = any(row.get("liger") or row.get("liger_problem") for row in rows)
+    at = COLUMNS.index("targets")
+    columns = COLUMNS[:at] + LIGER_COLUMNS + COLUMNS[at:] if with_liger else COLUMNS
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         mine = row.get("wheelops")
         eager, compiled = row.get("eager"), row.get("compile")
@@ -222,8 +240,17 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
             _num(row["speedup_vs_compile"], 2),
             _marks(row["targets"]),
         ]
+        if with_liger:
+            cells[at:at] = [_liger_cell(row), _num(row.get("speedup_vs_liger"), 2)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _liger_cell(row: dict[str, Any]) -> str:
+    problem = row.get("liger_problem")
+    if problem:
+        return f"**{problem.split(':')[0].upper()}**"
+    return _num((row.get("liger") or {}).get("median_us"), 1)
 
 
 def _marks(verdicts: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -34,6 +35,7 @@ from . import environment, linear_gelu
 from .cases import OPS, OPS_BY_NAME, cases, dtype_name, plan
 from .measure import PASSES, Implementations, measure_case, new_row
 from .overhead import measure_overhead
+from .peers import Liger, load_liger
 from .plot import PLOT_NAME, plot_sweep
 from .report import render
 from .sweep import sweep_rows
@@ -42,7 +44,8 @@ from .timing import Timer, copy_bandwidth
 from .verify import FLOAT_DTYPES
 
 JSON_NAME, MARKDOWN_NAME = "benchmark.json", "benchmark.md"
-SCHEMA_VERSION = 3  # 2: sections (overhead, sweep), the eager-parity target; 3: linear_gelu
+# 2: sections (overhead, sweep), the eager-parity target; 3: linear_gelu; 4: the Liger peer
+SCHEMA_VERSION = 4
 SECTIONS = ("main", "overhead", "sweep", "linear_gelu")
 DTYPES = {dtype_name(dtype): dtype for dtype in FLOAT_DTYPES}
 COMPILE_MODE = "default"
@@ -174,10 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    return run(args, wheelops)
+    return run(args, wheelops, load_liger(torch.device(args.device)))
 
 
-def run(args: argparse.Namespace, wheelops: Any) -> int:
+def run(args: argparse.Namespace, wheelops: Any, liger: Liger) -> int:
     device = torch.device(args.device)
     on_gpu = device.type == "cuda"
     profile = ("quick" if args.quick else "full") if on_gpu else "tiny"
@@ -208,6 +211,7 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
             "compile_fullgraph": True,
             "sections": list(args.section_list),
             "overhead_calls": overhead_calls,
+            "liger": liger.describe(),
         },
         "copy_bandwidth": copy.to_dict(),
         "rows": [],
@@ -217,6 +221,12 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"copy bandwidth: {copy.gbps:.0f} GB/s ({timer.method})", file=sys.stderr)
+    print(
+        f"Liger-Kernel {liger.version or '(version unknown)'}: {', '.join(liger.ops)}"
+        if liger.absent is None
+        else f"Liger-Kernel: no column ({liger.absent})",
+        file=sys.stderr,
+    )
     started = time.perf_counter()
     for spec in args.specs:
         torch.compiler.reset()  # each op starts with an empty compile cache
@@ -226,6 +236,7 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
             compiled=None
             if args.no_compile
             else torch.compile(spec.eager, dynamic=False, fullgraph=True),
+            liger=liger.ops.get(spec.name),
         )
         if "main" in args.section_list:
             for shape, dtype in cases(spec, profile, args.dtype_list):
@@ -236,7 +247,9 @@ def run(args: argparse.Namespace, wheelops: Any) -> int:
         if "sweep" in args.section_list:
             # On the CPU the smoke run's shapes again: already compiled, so cheap.
             sweep = cases(spec, "sweep" if on_gpu else "tiny", args.dtype_list[:1])
-            for row in sweep_rows(spec, sweep, impls, timer, device, copy.gbps):
+            # The main tables' implementations; the peer is compared there only.
+            forward = dataclasses.replace(impls, liger=None)
+            for row in sweep_rows(spec, sweep, forward, timer, device, copy.gbps):
                 data["sweep"].append(row)
                 print(_progress(row, time.perf_counter() - started), file=sys.stderr)
             _write(args.out, data, markdown=False)
@@ -317,9 +330,10 @@ def _progress(row: dict[str, Any], elapsed: float) -> str:
     pct = f" ({mine['pct_copy']:.0f}% copy)" if mine and mine["pct_copy"] else ""
     compiled = row["compile"]
     compile_s = f" (compiled in {compiled['compile_s']:.1f} s)" if compiled else ""
+    peer = row.get("liger_problem") or (row.get("liger") and us(row["liger"]))
     return (
         f"[{elapsed:5.0f}s] {name}: wheelops {us(mine)}{pct}, eager {us(row['eager'])}, "
-        f"compile {us(compiled)}{compile_s}"
+        f"compile {us(compiled)}{compile_s}" + (f", liger {peer}" if peer else "")
     )
 
 

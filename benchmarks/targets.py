@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 IMPLEMENTATIONS = ("wheelops", "eager", "compile")
+PEERS = ("liger",)  # timed where installed (peers.py); no target is judged against it
 
 # target name -> (what it says, where it applies)
 TARGETS: dict[str, str] = {
@@ -30,7 +31,7 @@ MET, MISSED, NOT_APPLICABLE = "met", "missed", "n/a"
 def derive(row: dict[str, Any], copy_gbps: float) -> dict[str, Any]:
     """Add GB/s, % copy, speed-ups and target verdicts to a row of raw times."""
     nbytes = row["bytes"]
-    for impl in IMPLEMENTATIONS:
+    for impl in IMPLEMENTATIONS + PEERS:
         entry = row.get(impl)
         if entry is None:
             continue
@@ -39,6 +40,7 @@ def derive(row: dict[str, Any], copy_gbps: float) -> dict[str, Any]:
         entry["pct_copy"] = 100 * entry["gbps"] / copy_gbps if entry["gbps"] else None
     row["speedup_vs_eager"] = _speedup(row, "eager")
     row["speedup_vs_compile"] = _speedup(row, "compile")
+    row["speedup_vs_liger"] = _speedup(row, "liger")
     row["targets"] = _verdicts(row)
     return row
 

@@ -17,7 +17,10 @@ call) and forward+backward (torch.autograd.grad of the output):
 
 Each cell is microseconds per call: the best of ``--rounds`` rounds of ``--calls`` calls
 after a warm-up, synchronized once per round. Columns: eager (the PyTorch a user writes),
-compile (torch.compile of it) and wheelops, and wheelops' speed-up over each.
+compile (torch.compile of it) and wheelops, and wheelops' speed-up over each; where
+Liger-Kernel is importable on CUDA (peers.py), liger too, for the ops it has, once its
+forward matched the float64 reference as run.py checks it (otherwise its cell says
+WRONG or ERROR and the JSON's ``problems`` why).
 """
 
 from __future__ import annotations
@@ -26,17 +29,22 @@ import argparse
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from opspecs._spec import OpSpec, Shape
 
 import wheelops
 
 from . import environment
 from .cases import OPS, SEED, dtype_name
+from .measure import peer_rule, rule_of
+from .peers import Liger, Peer, load_liger
+from .verify import float64_inputs, mismatch
 
 IMPLS = ("eager", "compile", "wheelops")
+PEER = "liger"
 PASSES = ("forward", "forward+backward")
 SEED_ROW = (32, 768, 3072)  # the seeds' benchmark: B=32, Linear(768, 3072) + GELU
 LINEAR_GELU_SHAPES = {
@@ -54,6 +62,7 @@ class Row:
     dtype: str
     pass_: str
     us_per_call: dict[str, float]  # impl -> µs
+    problems: dict[str, str] = field(default_factory=dict)  # impl -> why it was not timed
 
     def speedup(self, over: str) -> float | None:
         mine, theirs = self.us_per_call.get("wheelops"), self.us_per_call.get(over)
@@ -136,8 +145,23 @@ def linear_gelu_rows(
     return rows
 
 
+def peer_problem(
+    spec: OpSpec, shape: Shape, peer: Peer, args: Sequence[torch.Tensor]
+) -> str | None:
+    """The peer's forward against the float64 reference, as run.py checks it."""
+    rule = peer_rule(rule_of(spec, shape), peer)
+    with torch.no_grad():
+        eager = spec.eager(*args)
+        reference = spec.eager(*float64_inputs(args))
+        try:
+            problem = mismatch(peer.call(*args), eager, reference, rule)
+        except Exception as err:  # reported in the row; the loop goes on
+            return f"error: {type(err).__name__}: {err}"
+    return None if problem is None else f"wrong: {problem}"
+
+
 def other_op_rows(
-    profile: str, device: torch.device, calls: int, rounds: int, compile_: bool
+    profile: str, device: torch.device, calls: int, rounds: int, compile_: bool, liger: Liger
 ) -> list[Row]:
     rows = []
     for spec in OPS:
@@ -153,28 +177,51 @@ def other_op_rows(
         impls: dict[str, Callable[..., object]] = {"eager": spec.eager, "wheelops": spec.call}
         if compile_:
             impls["compile"] = torch.compile(spec.eager, fullgraph=True, dynamic=False)
+        problems: dict[str, str] = {}
+        peer = liger.ops.get(spec.name)
+        if peer is not None:
+            problem = peer_problem(spec, shape, peer, args)
+            if problem is None:
+                impls[PEER] = peer.call
+            else:
+                problems[PEER] = problem
         label = spec.benchmark.label(shape)
         if spec.derivatives is None:
             timed = {impl: per_call_us(lambda f=fn, a=args: f(*a), calls, rounds, device)
                      for impl, fn in impls.items()}  # fmt: skip
-            rows.append(Row(spec.name, label, dtype_name(dtype), "forward", timed))
+            rows.append(Row(spec.name, label, dtype_name(dtype), "forward", timed, problems))
             continue
-        rows += time_impls(spec.name, label, dtype, impls, args, wrt, calls, rounds, device)
+        rows += [
+            Row(r.op, r.shape, r.dtype, r.pass_, r.us_per_call, dict(problems))
+            for r in time_impls(spec.name, label, dtype, impls, args, wrt, calls, rounds, device)
+        ]
     return rows
 
 
 def table(rows: Sequence[Row]) -> str:
+    """The rows as Markdown; liger's columns only where some row has a Liger result."""
+    peers = (PEER,) if any(PEER in r.us_per_call or PEER in r.problems for r in rows) else ()
+    impls, over = IMPLS + peers, ("eager", "compile", *peers)
     head = (
-        "| op | shape | dtype | pass | eager µs | compile µs | wheelops µs | vs eager "
-        "| vs compile |"
+        "| op | shape | dtype | pass | "
+        + " | ".join(f"{i} µs" for i in impls)
+        + " | "
+        + " | ".join(f"vs {i}" for i in over)
+        + " |"
     )
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * (4 + len(impls) + len(over))]
     for r in rows:
-        cells = [f"{r.us_per_call[i]:.1f}" if i in r.us_per_call else "-" for i in IMPLS]
-        ratios = [f"{s:.2f}x" if (s := r.speedup(i)) else "-" for i in ("eager", "compile")]
+        cells = [_cell(r, i) for i in impls]
+        ratios = [f"{s:.2f}x" if (s := r.speedup(i)) else "-" for i in over]
         lines.append(f"| {r.op} | {r.shape} | {r.dtype} | {r.pass_} | {' | '.join(cells)} | "
                      f"{' | '.join(ratios)} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def _cell(row: Row, impl: str) -> str:
+    if impl in row.problems:
+        return f"**{row.problems[impl].split(':')[0].upper()}**"
+    return f"{row.us_per_call[impl]:.1f}" if impl in row.us_per_call else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,14 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     shapes = LINEAR_GELU_SHAPES[args.profile]
     compile_ = not args.no_compile
     rows = linear_gelu_rows(shapes, device, args.calls, args.rounds, compile_)
+    liger = load_liger(device)
     if args.ops == "all":
-        rows += other_op_rows(args.profile, device, args.calls, args.rounds, compile_)
+        rows += other_op_rows(args.profile, device, args.calls, args.rounds, compile_, liger)
     text = table(rows)
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         record = {"environment": environment.collect(device, wheelops), "calls": args.calls,
-                  "rounds": args.rounds, "rows": [asdict(r) for r in rows]}  # fmt: skip
+                  "rounds": args.rounds, "liger": liger.describe(),
+                  "rows": [asdict(r) for r in rows]}  # fmt: skip
         (args.out / "user_loop.json").write_text(json.dumps(record, indent=2))
         (args.out / "user_loop.md").write_text(text + "\n")
     return 0

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +28,7 @@ from benchmarks import (  # noqa: E402
     cases,
     linear_gelu,
     overhead,
+    peers,
     plot,
     run,
     targets,
@@ -52,8 +55,11 @@ ROW_KEYS = {
     "eager",
     "compile",
     "compile_problem",
+    "liger",
+    "liger_problem",
     "speedup_vs_eager",
     "speedup_vs_compile",
+    "speedup_vs_liger",
     "targets",
 }
 
@@ -448,3 +454,134 @@ def test_the_user_loop_times_every_op_on_both_clocks_passes(tmp_path):
 def test_a_user_loop_row_says_how_much_faster_wheelops_is():
     row = user_loop.Row("op", "4x4", "float32", "forward", {"eager": 30.0, "wheelops": 20.0})
     assert row.speedup("eager") == 1.5 and row.speedup("compile") is None
+
+
+@pytest.fixture(autouse=True)
+def _no_liger_left_behind():
+    """A test's (fake) liger_kernel modules leave sys.modules with it."""
+    yield
+    for name in [m for m in sys.modules if m.split(".")[0] == "liger_kernel"]:
+        del sys.modules[name]
+
+
+def _install_fake_liger(monkeypatch, tmp_path: Path, factor: float = 1.0) -> None:
+    """A `liger_kernel` with the functions the benchmark calls, in plain torch (the real
+    one is Triton, CUDA only), float32 inside and one rounding as Liger's kernels, on
+    sys.path; `factor` scales every forward (1.01: 1% off). The run is let onto the CPU
+    by the one rule that keeps Liger to CUDA."""
+    package = tmp_path / "fake_site" / "liger_kernel"
+    (package / "transformers").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "transformers" / "__init__.py").write_text("")
+    (package / "transformers" / "functional.py").write_text(
+        "import torch\nimport torch.nn.functional as F\n"
+        f"FACTOR = {factor!r}\n"
+        "def liger_rms_norm(x, w, eps, offset=0.0, casting_mode='llama', in_place=True):\n"
+        "    assert (offset, casting_mode, in_place) == (0.0, 'gemma', False)\n"
+        "    out = F.rms_norm(x.float(), x.shape[-1:], w.float(), eps)\n"
+        "    return (out * FACTOR).to(x.dtype)\n"
+        "def liger_layer_norm(x, w, b, eps):\n"
+        "    out = F.layer_norm(x.float(), x.shape[-1:], w.float(), b.float(), eps)\n"
+        "    return (out * FACTOR).to(x.dtype)\n"
+        "def liger_softmax(x):\n"  # its backward from the rounded output, as Liger's
+        "    return torch.softmax(x, -1) * FACTOR\n"
+        "def liger_swiglu(a, b):\n"
+        "    return (F.silu(a.float()).to(a.dtype) * b * FACTOR)\n"
+    )
+    (package / "ops.py").write_text("")  # a Liger without the fused gate-up SwiGLU
+    monkeypatch.syspath_prepend(str(tmp_path / "fake_site"))
+    monkeypatch.setattr(peers, "runs_on", lambda device: True)
+
+
+LIGER_OPS = ("rms_norm", "layer_norm", "softmax", "silu_and_mul")
+
+
+def test_liger_runs_only_on_cuda_and_says_why_it_is_absent(monkeypatch):
+    assert peers.runs_on(torch.device("cuda")) and not peers.runs_on(torch.device("cpu"))
+    cpu = peers.load_liger(torch.device("cpu"))
+    assert cpu.ops == {} and cpu.absent == peers.NOT_ON_CUDA
+    monkeypatch.setitem(sys.modules, "liger_kernel", None)  # import liger_kernel fails
+    monkeypatch.setattr(peers, "runs_on", lambda device: True)
+    missing = peers.load_liger(torch.device("cpu"))
+    assert missing.ops == {} and missing.absent == peers.NOT_INSTALLED
+
+
+def test_the_liger_columns_are_timed_beside_the_others(tmp_path, monkeypatch):
+    _install_fake_liger(monkeypatch, tmp_path)
+    ops = [op for op in LIGER_OPS if op in AVAILABLE] + ["add"]
+    code, data = _run(tmp_path / "out", "--ops", ",".join(ops), "--dtypes", "float32",
+                      "--no-compile", "--sections", "main")  # fmt: skip
+    assert code == 0
+    liger = data["settings"]["liger"]
+    assert liger["absent"] is None and set(liger["ops"]) == set(LIGER_OPS)
+    assert "liger_swiglu(*x.chunk(2, -1))" in liger["ops"]["silu_and_mul"]
+    for row in data["rows"]:
+        if row["op"] == "add":  # no Liger op: no Liger result
+            assert row["liger"] is None and row["speedup_vs_liger"] is None
+            continue
+        assert row["liger_problem"] is None, row["liger_problem"]
+        _check_timing(row["liger"], data["settings"]["reps"])
+        assert row["speedup_vs_liger"] == pytest.approx(
+            row["liger"]["median_us"] / row["wheelops"]["median_us"]
+        )
+    markdown = (tmp_path / "out" / run.MARKDOWN_NAME).read_text()
+    softmax = markdown.split("\n## softmax\n")[1].split("\n## ")[0]
+    assert "| liger µs | × liger |" in softmax  # noqa: RUF001
+    assert "liger" not in markdown.split("\n## add\n")[1].split("\n## ")[0]
+
+    argv = ["--device", "cpu", "--profile", "tiny", "--calls", "2", "--rounds", "1",
+            "--no-compile", "--out", str(tmp_path / "loop")]  # fmt: skip
+    assert user_loop.main(argv) == 0
+    rows = json.loads((tmp_path / "loop" / "user_loop.json").read_text())["rows"]
+    for row in rows:
+        timed = "liger" in row["us_per_call"]
+        assert timed == (row["op"] in LIGER_OPS), row
+        if timed:
+            assert row["us_per_call"]["liger"] > 0 and not row["problems"]
+    assert "| liger µs |" in (tmp_path / "loop" / "user_loop.md").read_text()
+
+
+def test_a_wrong_liger_is_reported_and_not_timed(tmp_path, monkeypatch):
+    _install_fake_liger(monkeypatch, tmp_path, factor=1.01)
+    code, data = _run(tmp_path / "out", "--ops", "softmax", "--dtypes", "bfloat16",
+                      "--no-compile", "--sections", "main")  # fmt: skip
+    assert code == 0  # a wrong peer is reported; wheelops' answers decide the exit status
+    for row in data["rows"]:
+        assert row["status"] == "ok" and row["wheelops"]["median_us"] > 0
+        assert row["liger"] is None and row["speedup_vs_liger"] is None
+        assert row["liger_problem"].startswith("wrong: ")
+    markdown = (tmp_path / "out" / run.MARKDOWN_NAME).read_text()
+    assert "Liger-Kernel not timed (wrong result or error)" in markdown and "**WRONG**" in markdown
+
+    row = user_loop.Row("softmax", "4x4", "bfloat16", "forward", {"wheelops": 1.0},
+                        {"liger": "wrong: 3 of 16 elements beyond"})  # fmt: skip
+    assert "| **WRONG** |" in user_loop.table([row])
+
+
+def test_without_liger_there_is_no_column_and_the_json_says_why(tmp_path):
+    code, data = _run(tmp_path, "--ops", "softmax", "--dtypes", "float32", "--no-compile",
+                      "--sections", "main")  # fmt: skip
+    assert code == 0
+    assert data["settings"]["liger"] == {"version": None, "absent": "not on CUDA", "ops": {}}
+    assert all(row["liger"] is None and row["liger_problem"] is None for row in data["rows"])
+    markdown = (tmp_path / run.MARKDOWN_NAME).read_text()
+    assert "liger µs" not in markdown and "Liger-Kernel: no column (not on CUDA)" in markdown
+
+
+def test_liger_silu_and_mul_reads_the_halves_in_place_where_liger_can():
+    calls = []
+
+    class FusedGateUp:
+        @staticmethod
+        def apply(x: torch.Tensor, in_place: bool) -> torch.Tensor:
+            calls.append(in_place)
+            return x
+
+    functional = SimpleNamespace(
+        liger_rms_norm=None, liger_layer_norm=None, liger_softmax=None, liger_swiglu=None
+    )
+    ops = SimpleNamespace(LigerFusedGateUpSiLUMulFunction=FusedGateUp)
+    peer = peers.liger_ops(functional, ops)["silu_and_mul"]
+    x = torch.ones(2, 4)
+    assert peer.call(x) is x and calls == [False]  # never in place: the timing reruns it
+    assert peer.how.startswith("LigerFusedGateUpSiLUMulFunction") and peer.relative_roundings == 1
