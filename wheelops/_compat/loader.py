@@ -178,8 +178,8 @@ def load_libraries(
     """Evaluate, then dlopen what the policy accepts. `cuda`: CUDA major -> the library's
     path, as the build facts name them. `verify`: read each library about to load back
     against the sha256 its build recorded (or, from an older build, the wheel's RECORD)
-    first (an installed package). The caller registers the
-    Python kernels (wheelops.ops.register_python_kernels) once they load."""
+    first (an installed package). The caller has the Python kernels registered once they
+    load (wheelops.ops.register_python_kernels_at_first_lookup)."""
     if _state.loaded is not None:
         raise RuntimeError(
             f"wheelops native libraries are already loaded from {_state.loaded.cpu}: a "
