@@ -1,7 +1,8 @@
-"""The ops' Python kernels are registered at the first lookup of an op, not at import
-(wheelops/ops/_first_lookup.py): none before it, all of them by the time the op that was
-looked up can run, whatever the first use is and however many threads race to it, on
-either autograd layer."""
+"""What `import wheelops` leaves for later (#38). The ops' Python kernels are registered at
+the first lookup of an op (wheelops/ops/_first_lookup.py): none before it, all of them by
+the time the op that was looked up can run, whatever the first use is and however many
+threads race to it, on either autograd layer. The doctor's modules and the matrix model
+are not loaded at all."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from wheelops.ops._first_lookup import register_at_first_lookup
 # gradient. Each must wait for the whole registration (the pause ends when they are done,
 # or after 2 s), and then find every kernel.
 FIRST_USES = """
-import json, threading
+import json, sys, threading
 import torch
 import wheelops
+modules = sorted(m for m in sys.modules if m.startswith("wheelops"))
 from torch._library.simple_registry import singleton
 from wheelops.ops import _autograd
 
@@ -86,7 +88,7 @@ results["add"] = torch.equal(wheelops.add(x, x), 2 * x)  # the first lookup
 for t in threads:
     t.join()
 after = {op: registered(op) for op in ops}
-print(json.dumps({"at_import": at_import, "results": results, "after": after}))
+print(json.dumps({"at_import": at_import, "results": results, "after": after, "modules": modules}))
 """
 
 
@@ -100,6 +102,9 @@ def test_first_uses_during_the_registration_find_every_kernel(tmp_path, layer):
     assert out["results"] == dict.fromkeys(out["results"], True), out
     assert len(out["results"]) == 4
     assert all(out["after"].values()), out  # one lookup registered every op
+    later = {f"wheelops._compat.{m}" for m in ("doctor", "dlerror", "probes", "links", "matrix")}
+    assert later.isdisjoint(out["modules"]), out["modules"]
+    assert "wheelops._compat.loader" in out["modules"]
 
 
 def _scratch_namespace() -> tuple[str, torch.library.Library]:
