@@ -41,7 +41,7 @@ import pytest
 import wheelops
 from wheelops._compat import loader
 from wheelops._compat.facts import BuildInfo
-from wheelops._compat.matrix import matrix
+from wheelops._compat.matrix import MATRIX_FILE, matrix
 from wheelops._damage import FALLBACK_FIX
 
 PACKAGE = Path(wheelops.__file__).resolve().parent
@@ -57,7 +57,7 @@ DOCTOR_ONLY = {"wheelops/__main__.py", "wheelops/_compat/doctor.py"}
 # Read only for a command to print (the doctor's fixes, a refusal's), never by an import whose
 # checks pass (#38): damaged, import works and the doctor cannot run; it names the file, and
 # without the matrix no variant's index: the reinstall from PyPI (the universal wheel).
-READ_FOR_COMMANDS = {"wheelops/matrix.json"}
+READ_FOR_COMMANDS = {MATRIX_FILE.relative_to(SITE).as_posix()}
 DAMAGES = ("deleted", "truncated", "random bytes", "unreadable")
 LIBRARY_DAMAGES = ("swapped for a sibling library", "bytes changed in the middle")
 RUN = (
