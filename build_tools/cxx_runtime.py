@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from build_tools.compat import elf
+from build_tools.compat import links
 
 SHARED_CXX_RUNTIME = "libstdc++.so.6"
 
@@ -28,8 +28,8 @@ class CxxRuntimeError(RuntimeError):
 def check_shared_cxx_runtime(library: Path, compiler: str) -> str:
     """Raise CxxRuntimeError if `library` defines any of the C++ runtime's own symbols;
     else return what it links, for the build facts ("libstdc++.so.6 (shared)")."""
-    facts = elf.link_facts(library)
-    embedded = elf.private_cxx_runtime(facts)
+    facts = links.link_facts(library)
+    embedded = links.private_cxx_runtime(facts)
     if embedded:
         raise CxxRuntimeError(
             f"{library.name} was linked with a private copy of {' and '.join(embedded)} "

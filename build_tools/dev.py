@@ -161,9 +161,9 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     loader.load_libraries(
         info, Path(cpu_path), {lib.major: cuda_path for lib in info.cuda_libraries}
     )
-    from wheelops.ops import register_python_kernels
+    from wheelops.ops import register_python_kernels_at_first_lookup
 
-    register_python_kernels()
+    register_python_kernels_at_first_lookup()
     return info
 
 

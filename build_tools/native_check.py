@@ -22,7 +22,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from build_tools.compat import elf
+from build_tools.compat import elf, links
 
 # Provided by torch's wheels (its core libraries: never libtorch_cuda / libc10_cuda).
 TORCH_LIBRARIES = {"libc10.so", "libtorch_cpu.so"}
@@ -77,7 +77,7 @@ def problems(wheel: Path) -> list[str]:
             allowed = TORCH_LIBRARIES | SYSTEM_LIBRARIES
             if path.name in majors:
                 allowed |= {lib.format(major=majors[path.name]) for lib in CUDA_LIBRARIES}
-            extra = [lib for lib in elf.link_facts(path).needed if lib not in allowed]
+            extra = [lib for lib in links.link_facts(path).needed if lib not in allowed]
             if extra:
                 found.append(f"{name} needs {extra}, which neither torch nor NVIDIA provide")
         cuobjdump = _cuobjdump()

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from build_tools import build_env, cuda12_toolkit
-from build_tools.compat import elf
+from build_tools.compat import links
 from build_tools.cuda_toolkit import CudaToolkit
 
 # The schema check's package (it ships the CycloneDX schemas): the test sessions and
@@ -216,7 +216,7 @@ def document(
         depends[ref] = [torch["bom-ref"], runtime["bom-ref"], compiler["bom-ref"]]
         if not lib:
             continue
-        for soname in sorted(elf.link_facts(path).needed):
+        for soname in sorted(links.link_facts(path).needed):
             if soname.startswith(NVIDIA_RUNTIME):
                 dep = _component(
                     "library",

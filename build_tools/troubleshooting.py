@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from build_tools import matrix
-from build_tools.compat import dlerror, facts, policy, record, torch_internals
+from build_tools.compat import dlerror, facts, policy, probes, record, torch_internals
 
 SITE = "/venv/lib/python3.12/site-packages/wheelops"
 CPU_FILE = f"{SITE}/_ops_cpu.abi3.so"
@@ -257,7 +257,7 @@ IN_THE_REPORT = [
             BUILD,
             cuda_libraries=(replace(CUDA13, sass_archs=("8.0",), ptx_archs=(), arch_list="8.0"),),
         ),
-        gpus=(facts.Gpu(0, "NVIDIA H100 80GB HBM3", (9, 0)),),
+        gpus=(probes.Gpu(0, "NVIDIA H100 80GB HBM3", (9, 0)),),
     ),
 ]
 IN_THE_REPORT += [
@@ -275,14 +275,14 @@ IN_THE_REPORT += [
         "torch's run-time compiler ($CXX, else g++) links libstdc++ statically: AOTInductor "
         "packages it builds crash when loaded (the GPU machine's /opt/gcc wrapper)",
         compilers=(
-            facts.CompilerProbe(
+            probes.CompilerProbe(
                 "/opt/gcc/bin/g++",
                 "/opt/gcc/bin/g++",
                 "private",
                 "the C++ exception runtime (libstdc++ / libsupc++) and libstdc++'s locales "
                 "and iostreams",
             ),
-            facts.CompilerProbe("/usr/bin/g++", "/usr/bin/g++", "shared"),
+            probes.CompilerProbe("/usr/bin/g++", "/usr/bin/g++", "shared"),
         ),
         check="C++ compiler",
     ),

@@ -9,10 +9,11 @@ import pytest
 from _checkout import import_build_tools
 
 from wheelops._compat.dlerror import LoadFailure
-from wheelops._compat.facts import BuildInfo, Gpu, RuntimeFacts, UnreadableBuildInfo, l4t_release
+from wheelops._compat.facts import BuildInfo, RuntimeFacts, UnreadableBuildInfo, l4t_release
 from wheelops._compat.loader import format_findings
 from wheelops._compat.matrix import matrix
 from wheelops._compat.policy import LibraryFile, Report, Status, evaluate
+from wheelops._compat.probes import Gpu
 from wheelops._compat.record import FileDamage
 
 import_build_tools()

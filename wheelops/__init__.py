@@ -37,7 +37,7 @@ try:
         from wheelops.ops import *  # noqa: F403
 
         if _loader.loaded() is not None:
-            ops.register_python_kernels()
+            ops.register_python_kernels_at_first_lookup()
         _record.require_modules(_loader.PACKAGE_DIR)
         __all__ = [
             "BuildInfo",

@@ -2,8 +2,10 @@
 
 Data flows one way: facts (+ matrix) -> policy -> loader / doctor.
 
-    archs, elf     pure readers: TORCH_CUDA_ARCH_LIST and coverage; ELF headers and links
-    facts          the build facts (one record, one reader, one writer), this process, GPUs
+    archs, elf     pure readers: TORCH_CUDA_ARCH_LIST and coverage; ELF headers
+    links          what a library links and defines (the build, the doctor's probe)
+    facts          the build facts (one record, one reader, one writer), this process
+    probes         GPUs, driver, C++ compilers: read by the doctor (a GPU at its first use)
     matrix         the one model of matrix.json, shared with the build tooling
     dlerror        the loader's own words, classified
     policy         evaluate(build, runtime, matrix, gpus, load_failures) -> Report

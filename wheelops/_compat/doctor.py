@@ -10,17 +10,16 @@ import json
 from typing import Any
 
 from . import loader
-from .facts import (
-    BuildInfo,
+from .facts import BuildInfo, this_process
+from .policy import Finding, Status
+from .probes import (
     Gpu,
     cublaslt_loaded,
     cuda_driver_version,
     cxx_compilers,
     glibc_version,
-    this_process,
     visible_gpus,
 )
-from .policy import Finding, Status
 
 
 def _ops_table() -> list[dict[str, Any]]:

@@ -23,18 +23,17 @@ from .facts import (
     BuildInfo,
     CudaLibraryInfo,
     UnreadableBuildInfo,
-    gpu,
     other_installs,
     read_build_info,
     this_process,
 )
-from .matrix import matrix
 from .policy import Finding, Inputs, LibraryFile, Report, Status, evaluate, gpu_finding
 
 if TYPE_CHECKING:
     import torch
 
     from .dlerror import LoadFailure
+    from .matrix import Matrix
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 CMAKE_PREFIX = PACKAGE_DIR / "share" / "cmake"  # holds wheelops/wheelopsConfig.cmake
@@ -178,8 +177,8 @@ def load_libraries(
     """Evaluate, then dlopen what the policy accepts. `cuda`: CUDA major -> the library's
     path, as the build facts name them. `verify`: read each library about to load back
     against the sha256 its build recorded (or, from an older build, the wheel's RECORD)
-    first (an installed package). The caller registers the
-    Python kernels (wheelops.ops.register_python_kernels) once they load."""
+    first (an installed package). The caller has the Python kernels registered once they
+    load (wheelops.ops.register_python_kernels_at_first_lookup)."""
     if _state.loaded is not None:
         raise RuntimeError(
             f"wheelops native libraries are already loaded from {_state.loaded.cpu}: a "
@@ -229,7 +228,15 @@ def _evaluate(**extra: Any) -> Report:
     """`evaluate` over what loading found (where loading never began: the build facts)."""
     found = _state.inputs or Inputs(installed()[0])
     # Inputs' fields are evaluate's arguments of the same names.
-    return evaluate(runtime=this_process(), matrix=matrix(), **vars(found), **extra)
+    return evaluate(runtime=this_process(), matrix=read_matrix, **vars(found), **extra)
+
+
+def read_matrix() -> Matrix:
+    """matrix.json's model, read where a rule needs it (a fix command): never by a load
+    whose checks all pass."""
+    from .matrix import matrix
+
+    return matrix()
 
 
 def report_with_devices(
@@ -364,6 +371,8 @@ def _decide(index: int) -> None:
     if not guard_enabled():
         _covered_devices.add(index)
         return
+    from .probes import gpu  # the first CUDA call on this device: import never reads a GPU
+
     try:
         device = gpu(index)
     except (RuntimeError, AssertionError):
@@ -371,7 +380,7 @@ def _decide(index: int) -> None:
     library = _state.loaded.cuda_info if _state.loaded else None
     if library is None:
         return  # no CUDA library serves: require_cuda_kernels has said so
-    finding = gpu_finding(build_info(), library, this_process(), matrix(), device)
+    finding = gpu_finding(build_info(), library, this_process(), read_matrix(), device)
     if finding.status is Status.OK:
         _covered_devices.add(index)
     else:

@@ -11,30 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .archs import ArchList, kernel_for, parse_arch_list
+from .versions import variant_name, version_tuple
 
 MATRIX_FILE = Path(__file__).resolve().parent.parent / "matrix.json"
-
-
-def version_tuple(version: str) -> tuple[int, int]:
-    """Major and minor of a version: "13.0" -> (13, 0), "2.14.1+cu130" -> (2, 14)."""
-    parts = version.split("+")[0].split(".")
-    digits = ["".join(c for c in p if c.isdigit()) or "0" for p in parts[:2]]
-    return int(digits[0]), int(digits[1]) if len(digits) > 1 else 0
-
-
-def variant_name(cuda_version: str | None) -> str:
-    """The variant of a CUDA release: None -> "cpu", "13.0" -> "cu130" (PyTorch's labels)."""
-    if cuda_version is None:
-        return "cpu"
-    major, minor = version_tuple(cuda_version)
-    return f"cu{major}{minor}"
 
 
 @dataclass(frozen=True)
@@ -126,6 +111,8 @@ class Matrix:
             return self.install_command(self.pypi_variant)
         indexed = label in self.names and self.variant(label).index
         if installed_from and not indexed and Path(installed_from).is_file():
+            import shlex  # only this command needs it: import never prints one
+
             return f"pip install --force-reinstall --no-deps {shlex.quote(installed_from)}"
         for variant in (label, built_as):
             if variant in self.names:

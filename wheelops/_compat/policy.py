@@ -13,20 +13,21 @@ touches a GPU, so every rule is tested with recorded fact sets; import and
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .archs import describe, kernel_for
 from .early import python_rule
 from .facts import BuildInfo, CudaLibraryInfo, RuntimeFacts, UnreadableBuildInfo
-from .matrix import Matrix, variant_name, version_tuple
 from .torch_internals import AUTOGRAD_ENV, INTERNALS, PUBLIC, AutogradFacts
+from .versions import variant_name, version_tuple
 
-if TYPE_CHECKING:  # only a failed load or the doctor needs them: import never loads them
+if TYPE_CHECKING:  # only a failed load, the doctor or a fix command needs them: not import
     from .dlerror import Cause, LoadFailure
-    from .facts import CompilerProbe, Gpu
+    from .matrix import Matrix
+    from .probes import CompilerProbe, Gpu
     from .record import FileDamage
 
 
@@ -163,7 +164,7 @@ class Inputs:
 def evaluate(
     build: BuildInfo | UnreadableBuildInfo,
     runtime: RuntimeFacts,
-    matrix: Matrix,
+    matrix: Matrix | Callable[[], Matrix],
     gpus: Sequence[Gpu] | None = None,
     load_failures: Mapping[str, LoadFailure] | None = None,
     files: Sequence[LibraryFile] = (),
@@ -181,7 +182,10 @@ def evaluate(
 ) -> Report:
     """Decide which libraries load and report every finding.
 
-    `files`: the CPU library and each CUDA library of the build facts, as found.
+    `matrix`: the matrix model, or the function that reads it, called only where a rule
+    needs it (a fix command, WHEELOPS_CUDA_LIBRARY): import, where every check passes,
+    never reads matrix.json. `files`: the CPU library and each CUDA library of the build
+    facts, as found.
     `gpus` None: the GPUs were not looked at (import never initialises CUDA); then the
     driver is not judged either. `load_failures`: what the loader said when it tried
     (role -> failure). `guard` False (WHEELOPS_SKIP_GUARD=1): checks before the load
@@ -430,11 +434,16 @@ def remedies() -> Mapping[Cause, Remedy]:
 class _Rules:
     """The rules over one set of facts: one method per finding."""
 
-    matrix: Matrix
+    matrix_or_reader: Matrix | Callable[[], Matrix]
     runtime: RuntimeFacts
     cuda_override: int | str | None = None
     installed_version: str | None = None
     installed_from: str | None = None
+
+    @cached_property
+    def matrix(self) -> Matrix:
+        given = self.matrix_or_reader
+        return given() if callable(given) else given
 
     @property
     def override(self) -> int | None:

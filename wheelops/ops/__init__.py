@@ -2,7 +2,8 @@
 
 Each op module defines its public function(s) in ``__all__`` and a
 ``register()`` that adds its fake kernel and autograd formula once the native
-schemas are loaded. Adding an op adds a module here; nothing else to edit.
+schemas are loaded (at the first lookup of an op: _first_lookup.py). Adding an op adds a
+module here; nothing else to edit.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import torch
+
 from wheelops._compat import loader
+from wheelops.ops._first_lookup import register_at_first_lookup
 
 OP_MODULES: tuple[ModuleType, ...] = tuple(
     importlib.import_module(f"{__name__}.{info.name}")
@@ -45,10 +49,16 @@ _registered = False
 
 
 def register_python_kernels() -> None:
-    """Register every op's fake kernel and autograd formula (once)."""
+    """Register every op's fake kernel, autograd formula and vmap rule (once)."""
     global _registered
     if _registered:
         return
     for module in OP_MODULES:
         module.register()
     _registered = True
+
+
+def register_python_kernels_at_first_lookup() -> None:
+    """Once the native schemas are loaded: register the Python kernels when an op is first
+    looked up (_first_lookup.py says why that is before anything can need them)."""
+    register_at_first_lookup(torch.ops.wheelops, register_python_kernels)

@@ -1,0 +1,144 @@
+"""What `import wheelops` leaves for later (#38). The ops' Python kernels are registered at
+the first lookup of an op (wheelops/ops/_first_lookup.py): none before it, all of them by
+the time the op that was looked up can run, whatever the first use is and however many
+threads race to it, on either autograd layer. The doctor's modules and the matrix model
+are not loaded at all."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+import torch
+from _native_fixtures import installed_copy, run_python
+
+from wheelops._compat import torch_internals
+from wheelops.ops._first_lookup import register_at_first_lookup
+
+# The first lookup (wheelops.add, in the main thread) registers; the registration pauses
+# where an op is half registered: relu_scale_with_mask, looked up (relu_scale runs it when a
+# gradient is wanted) and given its fake kernel, not yet its autograd. Meanwhile three
+# threads make their first use of the ops: a raw call of it that needs autograd, opcheck
+# of it (the fake kernel, the autograd registration) and a public function under a
+# gradient. Each must wait for the whole registration (the pause ends when they are done,
+# or after 2 s), and then find every kernel.
+FIRST_USES = """
+import json, sys, threading
+import torch
+import wheelops
+modules = sorted(m for m in sys.modules if m.startswith("wheelops"))
+from torch._library.simple_registry import singleton
+from wheelops.ops import _autograd
+
+def registered(op):
+    autograd = torch._C._dispatch_has_kernel_for_dispatch_key(f"wheelops::{op}", "Autograd")
+    return autograd and singleton.find(f"wheelops::{op}").fake_impl.kernel is not None
+
+ops = ["add", "relu_scale", "relu_scale_with_mask", "softmax", "layer_norm_backward"]
+at_import = {op: registered(op) for op in ops}
+x = torch.randn(4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+paused, results, lock = threading.Event(), {}, threading.Lock()
+all_done = threading.Event()
+register = _autograd.register
+
+def pausing(op, **formulas):
+    if op == "relu_scale_with_mask" and not paused.is_set():
+        paused.set()
+        all_done.wait(timeout=2.0)
+    register(op, **formulas)
+
+_autograd.register = pausing
+
+def raw_relu_scale_with_mask():
+    a = x.clone().requires_grad_()
+    torch.ops.wheelops.relu_scale_with_mask(a, 0.5)[0].sum().backward()
+    want = a.detach().clone().requires_grad_()
+    (torch.relu(want) * 0.5).sum().backward()
+    return torch.equal(a.grad, want.grad)
+
+def opcheck():
+    torch.library.opcheck(torch.ops.wheelops.relu_scale_with_mask.default, (x, 0.5))
+    return True
+
+def public_softmax():
+    a = x.clone().requires_grad_()
+    wheelops.softmax(a, -1)[:, 0].sum().backward()
+    want = a.detach().clone().requires_grad_()
+    torch.softmax(want, -1)[:, 0].sum().backward()
+    return bool((a.grad - want.grad).abs().max() < 1e-12)
+
+uses = (raw_relu_scale_with_mask, opcheck, public_softmax)
+
+def run(use):
+    paused.wait()
+    try:
+        outcome = use()
+    except Exception as err:
+        outcome = f"{type(err).__name__}: {err}"
+    with lock:
+        results[use.__name__] = outcome
+        if len(results) == len(uses):
+            all_done.set()
+
+threads = [threading.Thread(target=run, args=(use,)) for use in uses]
+for t in threads:
+    t.start()
+results["add"] = torch.equal(wheelops.add(x, x), 2 * x)  # the first lookup
+for t in threads:
+    t.join()
+after = {op: registered(op) for op in ops}
+print(json.dumps({"at_import": at_import, "results": results, "after": after, "modules": modules}))
+"""
+
+
+@pytest.mark.parametrize("layer", ["", torch_internals.PUBLIC])
+def test_first_uses_during_the_registration_find_every_kernel(tmp_path, layer):
+    package = installed_copy(tmp_path)
+    result = run_python(package, "-c", FIRST_USES, env={torch_internals.AUTOGRAD_ENV: layer})
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not any(out["at_import"].values()), out  # import registered nothing
+    assert out["results"] == dict.fromkeys(out["results"], True), out
+    assert len(out["results"]) == 4
+    assert all(out["after"].values()), out  # one lookup registered every op
+    later = {f"wheelops._compat.{m}" for m in ("doctor", "dlerror", "probes", "links", "matrix")}
+    assert later.isdisjoint(out["modules"]), out["modules"]
+    assert "wheelops._compat.loader" in out["modules"]
+
+
+def _scratch_namespace() -> tuple[str, torch.library.Library]:
+    """A namespace of its own, holding one op, f(x) = 2x; no name looked up yet."""
+    name = f"wheelops_test_{uuid.uuid4().hex[:8]}"
+    library = torch.library.Library(name, "DEF")
+    library.define("f(Tensor x) -> Tensor")
+    library.impl("f", lambda x: x * 2, "CPU")
+    return name, library
+
+
+def test_registers_before_the_first_name_resolves():
+    name, _library = _scratch_namespace()
+    namespace = getattr(torch.ops, name)
+    calls = []  # per call of register: whether the op was resolved already
+
+    register_at_first_lookup(namespace, lambda: calls.append("f" in vars(namespace)))
+    assert calls == []
+    assert not hasattr(namespace, "__wrapped__")  # a dunder probe registers nothing
+    assert calls == []
+    assert torch.equal(namespace.f(torch.ones(2)), torch.full((2,), 2.0))
+    assert calls == [False]
+    namespace.f(torch.ones(2))  # resolved: an attribute now, no hook
+    assert calls == [False]
+    # Named as torch names it without the hook (torch.export saves that name).
+    control, _control_library = _scratch_namespace()
+    plain = getattr(torch.ops, control).f.default
+    assert namespace.f.default.__module__ == plain.__module__.replace(control, name)
+
+
+def test_a_name_looked_up_already_registers_at_once():
+    name, _library = _scratch_namespace()
+    namespace = getattr(torch.ops, name)
+    namespace.f  # noqa: B018 -- looked up before the hook: it would never see this name again
+    calls = []
+    register_at_first_lookup(namespace, lambda: calls.append(True))
+    assert calls == [True]
