@@ -132,4 +132,10 @@ def test_the_proof_op_is_named_in_the_code_only_by_its_own_files():
     }  # fmt: skip
     own = {path.replace("<op>", op) for path in PATHS}
     modules = {p for p in naming if p.startswith("wheelops/nn/")}  # its optional wrapper
-    assert own <= naming and naming - own == modules, sorted(naming - own)
+    catalogs = {"benchmarks/peers.py", "tests/test_benchmarks.py"}  # the benchmark's peers
+    assert catalogs <= set(re.findall(r"`([\w/]+\.py)`", proof_paragraph()))
+    assert own <= naming and naming - own - catalogs == modules, sorted(naming - own)
+
+
+def proof_paragraph() -> str:
+    return next(p for p in GUIDE.read_text().split("\n\n") if p.startswith("The proof:"))
