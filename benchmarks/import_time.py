@@ -8,8 +8,8 @@ is the one a user pays; the best of several is the least disturbed by the machin
 
 - in-process: the wall time of `import wheelops` right after `import torch`, measured
   inside the process (the guard's checks and loading the libraries: all of it; the Python
-  kernels are registered at an op's first lookup, not here), and the CPU time it took (steadier where other work shares the
-  machine);
+  kernels are registered at an op's first lookup, not here), and the CPU time it took
+  (steadier where other work shares the machine);
 - as a process: `python -c "import torch, wheelops"` against `python -c "import torch"`,
   start to exit, so that interpreter shutdown and anything deferred count too; wall time
   and CPU time (the children's user + system time).
