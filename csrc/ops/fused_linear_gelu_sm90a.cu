@@ -108,7 +108,8 @@ bool launch(const Problem& p, cudaStream_t stream) {
   Gemm gemm;
   // The persistent scheduler without stream-K needs no workspace; where a CUTLASS
   // version would, decline rather than allocate outside torch's allocator.
-  if (Gemm::get_workspace_size(args) != 0 || gemm.can_implement(args) != cutlass::Status::kSuccess) {
+  if (Gemm::get_workspace_size(args) != 0 ||
+      gemm.can_implement(args) != cutlass::Status::kSuccess) {
     return false;
   }
   return gemm.initialize(args, nullptr, stream) == cutlass::Status::kSuccess &&
