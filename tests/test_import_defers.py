@@ -28,6 +28,8 @@ import json, sys, threading
 import torch
 import wheelops
 modules = sorted(m for m in sys.modules if m.startswith("wheelops"))
+from wheelops._compat import loader
+fixes = [fix for f in loader.loaded().report.findings for fix in f.fix]
 from torch._library.simple_registry import singleton
 from wheelops.ops import _autograd
 
@@ -88,7 +90,8 @@ results["add"] = torch.equal(wheelops.add(x, x), 2 * x)  # the first lookup
 for t in threads:
     t.join()
 after = {op: registered(op) for op in ops}
-print(json.dumps({"at_import": at_import, "results": results, "after": after, "modules": modules}))
+print(json.dumps({"at_import": at_import, "results": results, "after": after, "modules": modules,
+                  "fixes": fixes}))
 """
 
 
@@ -102,8 +105,12 @@ def test_first_uses_during_the_registration_find_every_kernel(tmp_path, layer):
     assert out["results"] == dict.fromkeys(out["results"], True), out
     assert len(out["results"]) == 4
     assert all(out["after"].values()), out  # one lookup registered every op
-    later = {f"wheelops._compat.{m}" for m in ("doctor", "dlerror", "probes", "links", "matrix")}
-    assert later.isdisjoint(out["modules"]), out["modules"]
+    # The doctor's modules never; the matrix model only where a finding prints a command
+    # (an older torch's, say: its fix names the torch to install).
+    later = {f"wheelops._compat.{m}" for m in ("doctor", "dlerror", "probes", "links")}
+    if not out["fixes"]:
+        later.add("wheelops._compat.matrix")
+    assert not later & {*out["modules"]}, (sorted(later & {*out["modules"]}), out["fixes"])
     assert "wheelops._compat.loader" in out["modules"]
 
 

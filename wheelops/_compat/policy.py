@@ -450,6 +450,8 @@ class _Rules:
         """The CUDA major WHEELOPS_CUDA_LIBRARY asks for: one that wheelops builds, or None
         (unset, or a value it refuses: see override_invalid)."""
         value = str(self.cuda_override).strip() if self.cuda_override is not None else ""
+        if not value:
+            return None  # unset: no need to read the matrix's CUDA majors
         return int(value) if value in self.override_values else None
 
     @property
