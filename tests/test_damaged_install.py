@@ -58,7 +58,10 @@ FIX_WITHOUT_DIST_INFO = matrix().reinstall_command(None, BUILD.variant)
 PYTHON_RUNS_FIRST = {"wheelops/__init__.py", "wheelops/_damage.py"}
 # The doctor's own files: damaged, the doctor cannot run (it names its module and says
 # the install serves; runpy's error for __main__.py may name nothing), while import works.
-DOCTOR_ONLY = {"wheelops/__main__.py", "wheelops/_compat/doctor.py"}
+DOCTOR_ONLY = {
+    "wheelops/__main__.py", "wheelops/_compat/doctor.py",
+    "wheelops/_compat/probes.py", "wheelops/_compat/links.py",  # what only the doctor reads
+}  # fmt: skip
 # Read only for a command to print (the doctor's fixes, a refusal's), never by an import whose
 # checks pass (#38): damaged, import works and the doctor cannot run; it names the file, and
 # without the matrix no variant's index: the reinstall from PyPI (the universal wheel).

@@ -30,7 +30,7 @@ def main(argv=None) -> int:  # argv: list[str] | None
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    import_error = getattr(wheelops, "_import_error", None)
+    import_error = getattr(wheelops, "_import_error", None) or _first_use_error()
     try:
         if sys.version_info[:2] < (3, 10):  # noqa: UP036 (the doctor needs 3.10; 3.8 gets here)
             raise import_error or RuntimeError("Python older than 3.10")
@@ -42,6 +42,22 @@ def main(argv=None) -> int:  # argv: list[str] | None
         report = _error_report(import_error or damaged_install(err) or err, imported)
     print(json.dumps(report, indent=2) if args.json else _render(report))
     return report["exit_status"]
+
+
+def _first_use_error() -> BaseException | None:
+    """What an op's first use would raise: it registers the ops' Python kernels, which import
+    defers to then (wheelops/ops/_first_lookup.py); a damaged op module fails there."""
+    try:
+        from wheelops._compat import loader
+
+        if loader.loaded() is None:
+            return None
+        from wheelops.ops import register_python_kernels
+
+        register_python_kernels()
+    except Exception as err:
+        return damaged_install(err) or err
+    return None
 
 
 def _error_report(error: BaseException, imported: bool = False) -> dict:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from wheelops._compat import loader
+from wheelops._damage import damaged_install
 from wheelops.ops._first_lookup import register_at_first_lookup
 
 OP_MODULES: tuple[ModuleType, ...] = tuple(
@@ -54,7 +55,13 @@ def register_python_kernels() -> None:
     if _registered:
         return
     for module in OP_MODULES:
-        module.register()
+        try:
+            module.register()
+        except Exception as err:  # a damaged op module (truncated: no register), say
+            damaged = damaged_install(err)
+            if damaged is None:
+                raise
+            raise damaged from None
     _registered = True
 
 
