@@ -94,16 +94,20 @@ def _forward_backward(
 
 
 def per_call_us(
-    fn: Callable[[], object], device: torch.device, calls: int, no_grad: bool = False
+    fn: Callable[[], object],
+    device: torch.device,
+    calls: int,
+    no_grad: bool = False,
+    rounds: int = ROUNDS,
 ) -> float:
-    """Best of ROUNDS rounds of `calls` calls, in µs per call, the device synchronized
-    after each round."""
+    """Best of `rounds` rounds of `calls` calls, in µs per call, the device synchronized
+    after each round (the user's clock: benchmarks.user_loop times with it too)."""
     best = float("inf")
     with torch.no_grad() if no_grad else torch.enable_grad():
         for _ in range(max(calls // 10, 1)):  # warm-up: caches, allocator, first launches
             fn()
         _synchronize(device)
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             start = time.perf_counter()
             for _ in range(calls):
                 fn()

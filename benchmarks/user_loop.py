@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ import wheelops
 from . import environment
 from .cases import OPS, SEED, dtype_name
 from .measure import peer_rule, rule_of
+from .overhead import per_call_us
 from .peers import Liger, Peer, load_liger
 from .verify import float64_inputs, mismatch
 
@@ -69,23 +69,6 @@ class Row:
         return theirs / mine if mine and theirs else None
 
 
-def per_call_us(fn: Callable[[], object], calls: int, rounds: int, device: torch.device) -> float:
-    """Best of `rounds` rounds of `calls` back-to-back calls, wall clock, µs per call."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(max(3, calls // 10)):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(rounds):
-        sync()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
-
-
 def loops(
     forward: Callable[..., object], args: Sequence[object], wrt: Sequence[torch.Tensor]
 ) -> dict[str, Callable[[], object]]:
@@ -111,7 +94,7 @@ def time_impls(
     timed = {impl: loops(fn, args, wrt) for impl, fn in impls.items()}
     return [
         Row(name, shape, dtype_name(dtype), pass_,
-            {impl: per_call_us(timed[impl][pass_], calls, rounds, device) for impl in timed})
+            {impl: per_call_us(timed[impl][pass_], device, calls, rounds=rounds) for impl in timed})
         for pass_ in PASSES
     ]  # fmt: skip
 
@@ -187,7 +170,7 @@ def other_op_rows(
                 problems[PEER] = problem
         label = spec.benchmark.label(shape)
         if spec.derivatives is None:
-            timed = {impl: per_call_us(lambda f=fn, a=args: f(*a), calls, rounds, device)
+            timed = {impl: per_call_us(lambda f=fn, a=args: f(*a), device, calls, rounds=rounds)
                      for impl, fn in impls.items()}  # fmt: skip
             rows.append(Row(spec.name, label, dtype_name(dtype), "forward", timed, problems))
             continue
