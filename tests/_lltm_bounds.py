@@ -177,7 +177,15 @@ def _gate_errors(inputs: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) 
     # gates = torch.addmm(bias, x, W.T): K products accumulated in float32 and rounded to
     # dtype, then the bias added and rounded again (cuBLAS on an H100 returned
     # bf16(bf16(x @ W.T) + bias) for bfloat16; the CPU rounds once, which is within this).
-    product_error = rounded_error(product, gemm_rounding(x, weights, u), dtype)
+    # An operand expanded along K (stride 0: input or weights repeated across the
+    # features) makes the K products of a gate equal: their roundings are then as
+    # correlated as the partial sums k * t, and Hoeffding's independent roundings undercount
+    # them (an H200 gave new_cell 1.04x that bound: B=231, F=230, S=16, both expanded).
+    # There only the worst case (K roundings of each term) is sure.
+    worst, proxy = gemm_parts(x, weights, u)
+    repeated = any(_repeats_along(t, 1) for t in (inputs[0], inputs[1], inputs[3]))
+    gemm_error = worst if repeated else hoeffding(worst, proxy)
+    product_error = rounded_error(product, gemm_error, dtype)
     gate_error = rounded_error(exact_gates, product_error, dtype)
     # The fused kernels on gates anywhere within that error, each op rounding once: intervals.
     gates = Interval(exact_gates - gate_error, exact_gates + gate_error)
@@ -187,6 +195,11 @@ def _gate_errors(inputs: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) 
     # d_gates as the kernel rounds them to dtype: within e of the exact ones.
     e = rounded_error(d_gates, kernel["d_gates"].distance(d_gates), dtype)
     return _GateErrors(dtype, u, x, weights, old_h.shape[1], kernel, d_gates, e)
+
+
+def _repeats_along(t: torch.Tensor, dim: int) -> bool:
+    """Whether t holds one value many times along dim (expanded: stride 0)."""
+    return t.dim() > dim and t.shape[dim] > 1 and t.stride(dim) == 0
 
 
 def lltm_allowed(

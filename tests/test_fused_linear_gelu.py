@@ -137,6 +137,14 @@ def test_backward_within_derived_bound(shape, out_features, dtype, device, appro
 
 
 HOPPER_SHAPE = ((8192, 64), 3072)  # 64 x 12 = 768 tiles of 128 x 256: >= 4 waves on 132 SMs
+HOPPER_TILE = (128, 256)
+
+
+def _tile_edges(size: int, tile: int) -> torch.Tensor:
+    """The first and last index of every tile along a dim of ``size``: a subset that meets
+    every tile of the GEMM and both of its edges."""
+    starts = torch.arange(0, size, tile)
+    return torch.cat([starts, (starts + tile - 1).clamp_max(size - 1)]).unique()
 
 
 @pytest.mark.gpu
@@ -146,7 +154,14 @@ def test_hopper_epilogue_gemm_within_derived_bound(dtype, keep_pre):
     """On an sm_90 GPU the erf forward of a 16-bit problem of at least 4 waves of tiles is
     one CUTLASS GEMM whose epilogue adds the bias and applies the GELU
     (fused_linear_gelu_sm90a.cu): it runs (the profiler names its kernel), its output is
-    within the bound, and so are the gradients from the pre-activation it keeps."""
+    within the bound, and so are the gradients from the pre-activation it keeps.
+
+    The problem must be large (>= 528 tiles) for the kernel to be chosen; its float64
+    bounds over every element took 48-160 s of one core (issue 42). Output rows and
+    grad_input rows are each a function of their own row of x, grad_weight rows and
+    grad_bias of their own column of the output: the bounds are computed for the first and
+    last row of every row tile (and column of every column tile), which meets every tile
+    the kernel wrote, at about 1/40 of the cost."""
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm_90a kernel runs on sm_90 GPUs only (H100, H200, GH200)")
     (shape, out_features) = HOPPER_SHAPE
@@ -157,13 +172,17 @@ def test_hopper_epilogue_gemm_within_derived_bound(dtype, keep_pre):
         torch.cuda.synchronize()
     kernels = {event.name for event in profile.events()}
     assert any("cutlass" in name for name in kernels), kernels
-    assert_bound(out.detach(), forward_bound(x, w, b, "none", "cuda"), "output")
+    rows = _tile_edges(shape[0], HOPPER_TILE[0]).cuda()
+    columns = _tile_edges(out_features, HOPPER_TILE[1]).cuda()
+    assert_bound(out.detach()[rows], forward_bound(x[rows], w, b, "none", "cuda"), "output")
     if keep_pre:
         grad = randn(out.shape, dtype, "cuda", seed=22)
-        got = torch.autograd.grad(out, leaves, grad)
-        bounds = backward_bounds(grad, x, w, b, "none", "cuda")
-        for (name, bound), g in zip(bounds.items(), got, strict=True):
-            assert_bound(g, bound, name)
+        grad_input, grad_weight, grad_bias = torch.autograd.grad(out, leaves, grad)
+        by_row = backward_bounds(grad[rows], x[rows], w, b, "none", "cuda")
+        assert_bound(grad_input[rows], by_row["grad_input"], "grad_input")
+        by_column = backward_bounds(grad[:, columns], x, w[columns], b[columns], "none", "cuda")
+        assert_bound(grad_weight[columns], by_column["grad_weight"], "grad_weight")
+        assert_bound(grad_bias[columns], by_column["grad_bias"], "grad_bias")
 
 
 @pytest.mark.parametrize("device", DEVICES)

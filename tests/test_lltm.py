@@ -383,6 +383,25 @@ def test_gates_far_from_zero_from_repeated_columns(device: str, dtype: torch.dty
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_products_repeated_along_the_features(device: str):
+    """test_property_lltm's example that failed on an H200 (issue 42): B=231, F=230,
+    S=16, float32, seed 0, input and weights expanded along dim 1. Each gate sums 230
+    equal products, whose roundings are as correlated as the partial sums: new_cell was
+    1.04x the bound that took them for independent (_lltm_bounds._gate_errors)."""
+    expanded = Layout("expanded", dim=1)
+    inputs = list(lltm_inputs(231, 230, 16, torch.float32, device, 0))
+    inputs[0], inputs[1] = (apply_layout(t, expanded) for t in inputs[:2])
+    inputs = [grad_leaf(t) for t in inputs]
+    with fp32_accumulating_gemms():
+        new_h, new_cell = wheelops.lltm(*inputs)
+    generator = torch.Generator().manual_seed(1)
+    grad_h = torch.randn(231, 16, generator=generator).to(device)
+    with fp32_accumulating_gemms():
+        mine = torch.autograd.grad((new_h,), inputs, (grad_h,))
+    assert_lltm_close((new_h, new_cell), mine, inputs, (grad_h, torch.zeros_like(grad_h)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @given(data=st.data())
 def test_property_lltm_rejects_mismatched_shapes(device: str, data: st.DataObject) -> None:
     draw = data.draw

@@ -1,0 +1,35 @@
+"""The benchmark's float64 references at the benchmark's own shapes (issue 42, item 3).
+
+A backward that takes the op's rounded output (softmax's y) is checked against its
+formula on the y that implementation's forward produced: the correctly rounded y differs
+from a float32-computed one by an ulp wherever the value lies within float32's error of a
+rounding boundary (hundreds of elements of a 4096x1024 bfloat16 softmax), and that ulp
+moves grad_x by 2u |grad_x| there, twice what one rounding allows. These run on the CPU,
+whose kernels compute in float32 as the CUDA ones do; the GPU suite runs them on CUDA.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _checkout import import_checkout_package
+from _helpers import DEVICES
+from opspecs import BY_NAME
+
+import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
+from benchmarks import measure  # noqa: E402
+from benchmarks.timing import Timer  # noqa: E402
+
+
+def _backward_row(op: str, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict:
+    spec = BY_NAME[op]
+    impls = measure.Implementations(wheelops=spec.call, eager=spec.eager, compiled=None)
+    timer = Timer(torch.device(device), reps=1, warmup=0)
+    args = measure.inputs(spec, shape, dtype, torch.device(device))
+    return measure._backward(spec, shape, dtype, impls, timer, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_softmax_backward_is_checked_on_its_own_rounded_output(device):
+    row = _backward_row("softmax", (4096, 1024), torch.bfloat16, device)
+    assert row["status"] == "ok", row["problem"]
