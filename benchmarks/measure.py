@@ -128,6 +128,7 @@ def _forward(
         _time_peer(
             row,
             timer,
+            peer,
             lambda: lambda: peer.call(*inputs),
             lambda _, out: mismatch(out, eager, reference, peer_rule(rule, peer)),
         )
@@ -222,6 +223,7 @@ def _backward(
         _time_peer(
             row,
             timer,
+            peer,
             lambda: Graph(peer.call),
             lambda step, out: step.mismatch(out, peer_rule(rule, peer)),
         )
@@ -269,6 +271,7 @@ def _time_compiled(
 def _time_peer(
     row: dict[str, Any],
     timer: Timer,
+    peer: Peer,
     make_step: Callable[[], Step],
     compare: Callable[[Step, Output], str | None],
 ) -> None:
@@ -280,7 +283,7 @@ def _time_peer(
         row["liger_problem"] = f"error: {_describe(err)}"
         return
     if problem is not None:
-        row["liger_problem"] = f"wrong: {problem}"
+        row["liger_problem"] = peer.wrong(problem)
         return
     row["liger"] = timer(step).to_dict()
 

@@ -48,13 +48,20 @@ NOT_ON_CUDA = "not on CUDA"
 
 @dataclass(frozen=True)
 class Peer:
-    """One op of the peer: its call on the op's benchmark inputs, the call in words, and
-    the roundings of each value's size it makes beyond wheelops' (added to the op's rule
-    when its result is checked)."""
+    """One op of the peer: its call on the op's benchmark inputs, the call in words, the
+    roundings of each value's size it makes beyond wheelops' (added to the op's rule
+    when its result is checked), and, in words read from its source, how it rounds
+    beyond that rule: said beside a result the rule calls wrong, so that a reader can
+    judge (it is a peer, not a suspect)."""
 
     call: Callable[..., Output]
     how: str
     relative_roundings: float = 0.0
+    rounds: str = ""
+
+    def wrong(self, problem: str) -> str:
+        """The liger_problem of a result beyond the rule."""
+        return f"wrong: {problem}" + (f" ({self.rounds})" if self.rounds else "")
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,18 @@ def load_liger(device: torch.device) -> Liger:
     return Liger(liger_ops(functional, ops), _distribution_version(), None)
 
 
+# Liger 0.8.5's Triton source: its arithmetic on 16-bit tensors stays in the dtype where
+# it casts nothing to float32.
+SILU_ROUNDS = (
+    "Liger rounds silu(gate) to the dtype before the product: two roundings, whose mean "
+    "error is not one rounding's"
+)
+SOFTMAX_ROUNDS = (
+    "Liger's backward forms g * y and y * (g - dot) in the input dtype, each product "
+    "rounded to it: more roundings than one"
+)
+
+
 def liger_ops(functional: ModuleType, ops: ModuleType) -> dict[str, Peer]:
     """Each op both libraries have, as a function of the op's benchmark inputs."""
     rms_eps, ln_eps = rms_norm_spec.EPS, layer_norm_spec.EPS
@@ -104,12 +123,14 @@ def liger_ops(functional: ModuleType, ops: ModuleType) -> dict[str, Peer]:
             lambda x: fused.apply(x, False),
             "LigerFusedGateUpSiLUMulFunction.apply(x, False)",
             relative_roundings=1.0,
+            rounds=SILU_ROUNDS,
         )
     else:
         silu_and_mul = Peer(
             lambda x: functional.liger_swiglu(*x.chunk(2, -1)),
             "liger_swiglu(*x.chunk(2, -1))",
             relative_roundings=1.0,
+            rounds=SILU_ROUNDS,
         )
     return {
         "rms_norm": Peer(
@@ -122,7 +143,7 @@ def liger_ops(functional: ModuleType, ops: ModuleType) -> dict[str, Peer]:
             lambda x, w, b: functional.liger_layer_norm(x, w, b, ln_eps),
             f"liger_layer_norm(x, w, b, {ln_eps})",
         ),
-        "softmax": Peer(functional.liger_softmax, "liger_softmax(x)"),
+        "softmax": Peer(functional.liger_softmax, "liger_softmax(x)", rounds=SOFTMAX_ROUNDS),
         "silu_and_mul": silu_and_mul,
     }
 

@@ -140,7 +140,7 @@ def peer_problem(
             problem = mismatch(peer.call(*args), eager, reference, rule)
         except Exception as err:  # reported in the row; the loop goes on
             return f"error: {type(err).__name__}: {err}"
-    return None if problem is None else f"wrong: {problem}"
+    return None if problem is None else peer.wrong(problem)
 
 
 def other_op_rows(

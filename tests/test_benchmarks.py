@@ -550,6 +550,7 @@ def test_a_wrong_liger_is_reported_and_not_timed(tmp_path, monkeypatch):
         assert row["status"] == "ok" and row["wheelops"]["median_us"] > 0
         assert row["liger"] is None and row["speedup_vs_liger"] is None
         assert row["liger_problem"].startswith("wrong: ")
+        assert row["liger_problem"].endswith(f"({peers.SOFTMAX_ROUNDS})")  # what it breaks
     markdown = (tmp_path / "out" / run.MARKDOWN_NAME).read_text()
     assert "Liger-Kernel not timed (wrong result or error)" in markdown and "**WRONG**" in markdown
 
