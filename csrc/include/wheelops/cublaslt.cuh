@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "wheelops/cuda_runtime.cuh"
@@ -241,8 +242,11 @@ inline bool try_matmul(
   if (!choice.found) {
     return false;
   }
-  Tensor workspace = allocate(
-      like, {static_cast<int64_t>(choice.workspace > 0 ? choice.workspace : 1)}, ScalarType::Byte);
+  // Most algorithms need none: then no allocation (a few microseconds of host time a call).
+  std::optional<Tensor> workspace;
+  if (choice.workspace > 0) {
+    workspace = allocate(like, {static_cast<int64_t>(choice.workspace)}, ScalarType::Byte);
+  }
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const bool wide = g.compute == CUBLAS_COMPUTE_64F;
@@ -251,7 +255,7 @@ inline bool try_matmul(
   WHEELOPS_CUBLASLT_CHECK(
       cublasLtMatmul(
           h, d.desc_, alpha, p.a, d.a_, p.b, d.b_, beta, p.d, d.d_, p.d, d.d_, &choice.algo,
-          workspace.mutable_data_ptr(), choice.workspace, stream),
+          workspace ? workspace->mutable_data_ptr() : nullptr, choice.workspace, stream),
       op);
   return true;
 }
