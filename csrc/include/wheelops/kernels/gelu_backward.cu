@@ -27,18 +27,24 @@ constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;
 // Rows each thread loads before it computes: with one 16-byte vector per input
 // per thread in flight, the tile grid did not keep enough bytes in flight
-// (bf16 forward 63%, backward 54-58% of copy bandwidth).
-constexpr int kRowsPerStep = 2;
+// (bf16 forward 63%, backward 54-58% of copy bandwidth). 16-bit rows take 4
+// (with kBackwardMinBlocks' 2 below; H200, bf16 8192 x 8192: 2 rows 157 us, 4 rows
+// 151 us); float keeps 2 (4 rows: 208 -> 225 us at 4096 x 16384).
+template <typename T>
+constexpr int kRowsPerStep = sizeof(T) == 2 ? 4 : 2;
 // Column sums of the partials: a block is kSumCols columns x kSumSplits
 // threads, each summing every kSumSplits-th partial row of its column.
 constexpr int kSumCols = 32;
 constexpr int kSumSplits = 32;
-// Resident blocks per SM the register budget must allow. Left alone, ptxas
-// spent registers on evaluating many erf's at once (bf16: 96 registers), which
-// cut the resident threads as much as the unrolled rows added bytes in flight.
-// Not for double, whose erf needs the registers (bounded, it spilled heavily).
+// Resident blocks per SM the register budget must allow. For float, left alone,
+// ptxas spent registers on evaluating many erf's at once, which cut the resident
+// threads as much as the unrolled rows added bytes in flight (4 blocks: 64
+// registers). 16-bit rows need 2: at 4 blocks' 64 registers their kernels spilled
+// (22 bytes at 2 rows, 192 at 4), and 2 ran faster (H200, bf16 8192 x 8192: 178 ->
+// 157 us at 2 rows; float slower, 207 -> 271 us). Not for double, whose erf needs
+// the registers (bounded, it spilled heavily).
 template <typename T>
-constexpr int kBackwardMinBlocks = sizeof(T) == 8 ? 1 : 4;
+constexpr int kBackwardMinBlocks = sizeof(T) == 8 ? 1 : sizeof(T) == 2 ? 2 : 4;
 
 struct TileGrid {
   dim3 block;
@@ -49,8 +55,9 @@ struct TileGrid {
 // resident wave of `blocks_per_sm` blocks per SM (from the kernel's
 // occupancy; a fixed 8 per SM left a partial second wave whenever a kernel
 // needed more than 32 registers), each block row taking the same number of
-// kRowsPerStep-row steps.
-TileGrid tile_grid(int64_t col_vecs, int64_t rows, int blocks_per_sm, int32_t device) {
+// `rows_per_step`-row steps.
+TileGrid tile_grid(
+    int64_t col_vecs, int64_t rows, int blocks_per_sm, int rows_per_step, int32_t device) {
   int threads_x = 32;
   while (threads_x < kThreads && threads_x < col_vecs) {
     threads_x *= 2;
@@ -60,7 +67,7 @@ TileGrid tile_grid(int64_t col_vecs, int64_t rows, int blocks_per_sm, int32_t de
   const int64_t wanted_blocks = int64_t{cuda::multiprocessor_count(device)} * blocks_per_sm;
   int64_t grid_y = (wanted_blocks + grid_x - 1) / grid_x;
   const int64_t rows_y = (rows + threads_y - 1) / threads_y;
-  const int64_t steps_y = (rows_y + kRowsPerStep - 1) / kRowsPerStep;
+  const int64_t steps_y = (rows_y + rows_per_step - 1) / rows_per_step;
   grid_y = grid_y < steps_y ? grid_y : steps_y;
   grid_y = grid_y < kMaxGridY ? grid_y : kMaxGridY;
   grid_y = grid_y > 0 ? grid_y : 1;
@@ -96,11 +103,11 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks<T>) bias_gelu_bac
     // Rows are summed in increasing order (r0, r0 + row_stride, ...), a fixed
     // order for a given grid.
     for (int64_t r0 = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; r0 < rows;
-         r0 += row_stride * kRowsPerStep) {
-      cuda::Vec<T, kVec> g[kRowsPerStep];
-      cuda::Vec<T, kVec> v[kRowsPerStep];
+         r0 += row_stride * kRowsPerStep<T>) {
+      cuda::Vec<T, kVec> g[kRowsPerStep<T>];
+      cuda::Vec<T, kVec> v[kRowsPerStep<T>];
 #pragma unroll
-      for (int k = 0; k < kRowsPerStep; ++k) {
+      for (int k = 0; k < kRowsPerStep<T>; ++k) {
         const int64_t r = r0 + k * row_stride;
         if (r < rows) {
           g[k] = cuda::load_vec<T, kVec>(grad, r * col_vecs + col_vec);
@@ -108,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks<T>) bias_gelu_bac
         }
       }
 #pragma unroll
-      for (int k = 0; k < kRowsPerStep; ++k) {
+      for (int k = 0; k < kRowsPerStep<T>; ++k) {
         const int64_t r = r0 + k * row_stride;
         if (r < rows) {
           cuda::Vec<T, kVec> dx;
@@ -188,7 +195,7 @@ void launch_backward(
   static cuda::OccupancyCache cache{};
   const auto kernel = bias_gelu_backward_kernel<T, kVec, kMode>;
   const int per_sm = cuda::resident_blocks_per_sm(cache, kernel, kThreads, shared, device);
-  const TileGrid tg = tile_grid(shape.cols / kVec, shape.rows, per_sm, device);
+  const TileGrid tg = tile_grid(shape.cols / kVec, shape.rows, per_sm, kRowsPerStep<T>, device);
   const int64_t splits = shape.rows > 0 ? tg.grid.y : 0;
   // Workspace from torch's caching allocator, on the current stream.
   Tensor partial = allocate(like, {splits > 0 ? splits : 1, shape.cols}, kAccType);
