@@ -492,6 +492,17 @@ def test_the_user_loop_times_every_op_on_both_clocks_passes(tmp_path):
     assert seed and "fused_linear_gelu" in (tmp_path / "user_loop.md").read_text()
 
 
+def test_the_user_loop_compiles_every_row():
+    """torch.compile's column over rows of several shapes and dtypes: every row's `eager`
+    shares one code object, and their graphs piled up in one dynamo cache until its
+    recompile limit, fatal under fullgraph=True (FailOnRecompileLimitHit, #42)."""
+    shapes = ((5, 16, 24), (7, 8, 12), (3, 16, 8))
+    rows = user_loop.linear_gelu_rows(shapes, torch.device("cpu"), 2, 1, compile_=True)
+    assert len(rows) == len(shapes) * 3 * len(user_loop.PASSES)  # bf16 erf, tanh; float32
+    assert {r.dtype for r in rows} == {"bfloat16", "float32"}
+    assert all(r.us_per_call["compile"] > 0 for r in rows)
+
+
 def test_a_user_loop_row_says_how_much_faster_wheelops_is():
     row = user_loop.Row("op", "4x4", "float32", "forward", {"eager": 30.0, "wheelops": 20.0})
     assert row.speedup("eager") == 1.5 and row.speedup("compile") is None
