@@ -86,6 +86,16 @@ def loops(
     return {"forward": lambda: forward(*args), "forward+backward": step}
 
 
+def compiled(fn: Callable[..., object]) -> Callable[..., object]:
+    """torch.compile of fn for one row alone. Dynamo keeps its graphs per code object, not per
+    torch.compile call: every fused_linear_gelu row's `eager` shares one code object, so the
+    rows' graphs piled up in one cache until its recompile limit, fatal under fullgraph=True
+    (#42). A row's compiled function is timed within its row only, so its cache starts
+    empty (as run.py empties it per op)."""
+    torch.compiler.reset()
+    return torch.compile(fn, fullgraph=True, dynamic=False)
+
+
 def time_impls(
     name: str, shape: str, dtype: torch.dtype, impls: dict[str, Callable[..., object]],
     args: Sequence[object], wrt: Sequence[torch.Tensor], calls: int, rounds: int,
@@ -120,7 +130,7 @@ def linear_gelu_rows(
 
                 impls: dict[str, Callable[..., object]] = {"eager": eager, "wheelops": fused}
                 if compile_:
-                    impls["compile"] = torch.compile(eager, fullgraph=True, dynamic=False)
+                    impls["compile"] = compiled(eager)
                 label = f"{m}x{k}->{n}" + (f" {approximate}" if approximate != "none" else "")
                 wrt = [linear.weight, linear.bias]
                 rows += time_impls("fused_linear_gelu", label, dtype, impls, (x,), wrt, calls,
@@ -159,7 +169,7 @@ def other_op_rows(
                 t.requires_grad_(True)
         impls: dict[str, Callable[..., object]] = {"eager": spec.eager, "wheelops": spec.call}
         if compile_:
-            impls["compile"] = torch.compile(spec.eager, fullgraph=True, dynamic=False)
+            impls["compile"] = compiled(spec.eager)
         problems: dict[str, str] = {}
         peer = liger.ops.get(spec.name)
         if peer is not None:

@@ -14,6 +14,7 @@ from _norm_helpers import (
     LAMBDA,
     UNIT,
     allowance,
+    assert_unbiased,
     assert_within,
     compute_unit,
     gemm_parts,
@@ -27,6 +28,7 @@ from _norm_helpers import (
     summation_parts,
     summation_rounding,
 )
+from opspecs._rounding import TWO_ROUNDINGS
 from opspecs.lltm import ARGUMENTS as LLTM_INPUTS
 from opspecs.lltm import float64_results
 
@@ -244,9 +246,10 @@ def lltm_aggregate(
     expected: dict[str, torch.Tensor],
     allowed: dict[str, torch.Tensor],
 ) -> dict[str, float]:
-    """Per result, the most |sum of sign(expected) * (actual - expected)| may reach: the
-    errors are roundings of mean zero (Hoeffding, LAMBDA * sqrt of the proxies). new_h,
-    new_cell and grad old_cell: each element's own, within allowed. The GEMM results
+    """Per result, the most |sum of sign(expected) * (actual - expected)| may differ from the
+    correctly rounded result's (opspecs/_rounding.py): the errors are roundings of mean zero
+    (Hoeffding, LAMBDA * sqrt of the proxies). new_h, new_cell and grad old_cell: each
+    element's own, within allowed, less the correctly rounded one's. The GEMM results
     share d_gates' errors e (lltm_allowed): over grad_input (old_h) they sum to
     sum of e * c with c = sign(result) @ W.T (grad_weights: x @ sign.T, grad_bias: each
     column its own), plus the GEMMs' float32 roundings and each result's own rounding."""
@@ -254,15 +257,22 @@ def lltm_aggregate(
     dtype, u, x, weights, state, d_gates = c.dtype, c.u, c.x, c.weights, c.state, c.d_gates
     e2 = c.e.square()
 
-    def own(name: str) -> torch.Tensor:  # the result's rounding, and GEMM roundings below
-        return (UNIT[dtype] * expected[name].double().abs()).square().sum()
+    def rounding(name: str) -> torch.Tensor:
+        return UNIT[dtype] * expected[name].double().abs()
+
+    # The result's rounding less the correctly rounded result's (opspecs/_rounding.py), and
+    # GEMM roundings below.
+    def own(name: str) -> torch.Tensor:
+        return (TWO_ROUNDINGS * rounding(name)).square().sum()
 
     def gemm_proxy(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         worst, proxy = gemm_parts(a, b, u)
         return torch.minimum(proxy, worst.square()).sum()
 
     parts = {"input": slice(state, None), "old_h": slice(None, state)}
-    proxies = {name: allowed[name].square().sum() for name in ("new_h", "new_cell", "old_cell")}
+    # Within allowed, less the correctly rounded result's rounding.
+    sure = {name: allowed[name].double() + rounding(name) for name in expected}
+    proxies = {name: sure[name].square().sum() for name in ("new_h", "new_cell", "old_cell")}
     for name, columns in parts.items():
         c = expected[name].double().sign() @ weights[:, columns].T
         proxies[name] = (e2 * c.square()).sum() + gemm_proxy(d_gates, weights[:, columns].T)
@@ -274,22 +284,7 @@ def lltm_aggregate(
     scale = 2.0 if dtype == torch.float64 else 1.0  # the reference rounds as much
     # Never above the per-element allowances' sum, which is sure (and is what remains where
     # a proxy of float64 errors of 1e-190 underflowed).
-    return {
-        name: float(hoeffding(allowed[name].double().sum(), scale**2 * p))
-        for name, p in proxies.items()
-    }
-
-
-def assert_signed_sum_within(
-    actual: torch.Tensor, expected: torch.Tensor, limit: float, what: str
-) -> None:
-    """|sum of sign(expected) * (actual - expected)| <= limit: no coherent bias."""
-    error = (actual.double().cpu() - expected.double().cpu()) * expected.double().cpu().sign()
-    signed = float(error[error.isfinite()].sum())
-    assert abs(signed) <= limit, (
-        f"{what} off by {signed / max(error.numel(), 1):.3g} on average with the sign of the "
-        f"expected values: a bias (summed {signed:.3g}, allowed {limit:.3g})"
-    )
+    return {name: float(hoeffding(sure[name].sum(), scale**2 * p)) for name, p in proxies.items()}
 
 
 def gate_ops_allowed(
@@ -333,7 +328,7 @@ def assert_lltm_close(
         if actual is not None:
             assert actual.shape == expected.shape and actual.dtype == inputs[0].dtype, name
             assert_within(actual, expected, allowed[name], name)
-            assert_signed_sum_within(actual, expected, limits[name], name)
+            assert_unbiased(actual, expected, limits[name], name)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 from _helpers import TOLERANCE
+from opspecs._rounding import bias_beyond
 
 # One rounding to each dtype: the unit roundoff (half the spacing of values near 1).
 UNIT = {
@@ -193,6 +194,14 @@ def assert_within(
         f"(allowed {allowed.flatten()[worst].item():.3g}, expected "
         f"{expected.flatten()[worst].item():.6g}, got {actual.flatten()[worst].item():.6g})"
     )
+
+
+def assert_unbiased(actual: torch.Tensor, expected: torch.Tensor, limit: float, what: str) -> None:
+    """The aggregate check: actual's sign-weighted error sum within limit of the correctly
+    rounded result's (opspecs/_rounding.py: not of zero, which one rounding need not have);
+    limit's roundings count the result's own twice (TWO_ROUNDINGS)."""
+    problem = bias_beyond(actual, expected, limit)
+    assert problem is None, f"{what} {problem}"
 
 
 def column_sum_allowance(

@@ -19,6 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from _checkout import import_checkout_package
+from opspecs._rounding import signed_errors
 from opspecs._shapes import PROFILES
 
 import wheelops
@@ -375,6 +376,46 @@ def test_verify_accepts_rounding_and_rejects_wrong_answers():
     assert "result 1" in verify.mismatch((x, x + 1), (x, x), (x, x), verify.Rule())
 
 
+def _relu_scale_bf16(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """relu(x) * 1.7 of bfloat16 normal inputs: (the float64 reference, it rounded once to
+    bfloat16, to nearest even: the correctly rounded result)."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).bfloat16()
+    reference = x.double().relu_().mul_(1.7)  # in place: a 2**28-element check holds one
+    return reference, reference.bfloat16()
+
+
+def test_verify_accepts_the_correctly_rounded_relu_scale_in_bfloat16():
+    # Its own signed error is -3e-5 per element, not zero: the old aggregate check (the sum
+    # of sign(ref) (got - ref) against zero) called it a bias (#42).
+    reference, rounded = _relu_scale_bf16((4096, 4096))
+    own, _, count = signed_errors(rounded, reference)
+    assert own / count < -2e-5
+    assert verify.mismatch(rounded, rounded, reference, verify.Rule()) is None
+
+
+@pytest.mark.slow  # 2 minutes on 2 cores
+def test_verify_accepts_correct_rounding_at_2_pow_28_elements():
+    # The benchmark's largest results (65536x4096), compared in pieces: 2**28 bfloat16
+    # elements and their float64 reference take 2.5 GiB, the check no more than pieces.
+    reference, rounded = _relu_scale_bf16((2**16, 2**12))
+    assert verify.mismatch(rounded, rounded, reference, verify.Rule()) is None
+
+
+@pytest.mark.parametrize(("dtype", "off"), [(torch.float32, 1e-3), (torch.bfloat16, 1e-2)])
+def test_verify_rejects_a_systematic_error(dtype, off):
+    x = torch.randn(4096, 4096, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    reference = x * 1.7
+    rounded = reference.to(dtype)
+    assert verify.mismatch(rounded, rounded, reference, verify.Rule()) is None
+    assert verify.mismatch((reference * (1 + off)).to(dtype), rounded, reference, verify.Rule())
+    if dtype == torch.bfloat16:  # float32's own arithmetic is allowed more than a rounding
+        # Within the per-element bound, loosened by intermediates stored in the dtype (4
+        # roundings of the rms): every value off by a quarter of a rounding.
+        biased = (reference * (1 + verify.unit(dtype) / 4)).to(dtype)
+        loose = verify.Rule(dtype_roundings=4.0)
+        assert "a bias" in verify.mismatch(biased, rounded, reference, loose)
+
+
 def test_targets_are_judged_from_times_and_bytes():
     row = {
         "pass": "forward",
@@ -449,6 +490,17 @@ def test_the_user_loop_times_every_op_on_both_clocks_passes(tmp_path):
     assert all(r["us_per_call"]["eager"] > 0 and r["us_per_call"]["wheelops"] > 0 for r in rows)
     seed = [r for r in rows if r["op"] == "fused_linear_gelu"]
     assert seed and "fused_linear_gelu" in (tmp_path / "user_loop.md").read_text()
+
+
+def test_the_user_loop_compiles_every_row():
+    """torch.compile's column over rows of several shapes and dtypes: every row's `eager`
+    shares one code object, and their graphs piled up in one dynamo cache until its
+    recompile limit, fatal under fullgraph=True (FailOnRecompileLimitHit, #42)."""
+    shapes = ((5, 16, 24), (7, 8, 12), (3, 16, 8))
+    rows = user_loop.linear_gelu_rows(shapes, torch.device("cpu"), 2, 1, compile_=True)
+    assert len(rows) == len(shapes) * 3 * len(user_loop.PASSES)  # bf16 erf, tanh; float32
+    assert {r.dtype for r in rows} == {"bfloat16", "float32"}
+    assert all(r.us_per_call["compile"] > 0 for r in rows)
 
 
 def test_a_user_loop_row_says_how_much_faster_wheelops_is():

@@ -40,6 +40,7 @@ import pytest
 
 import wheelops
 from wheelops._compat import loader, record
+from wheelops._compat import matrix as matrix_model
 from wheelops._compat.facts import BuildInfo
 from wheelops._compat.matrix import MATRIX_FILE, matrix
 from wheelops._damage import FALLBACK_FIX
@@ -62,10 +63,14 @@ DOCTOR_ONLY = {
     "wheelops/__main__.py", "wheelops/_compat/doctor.py",
     "wheelops/_compat/probes.py", "wheelops/_compat/links.py",  # what only the doctor reads
 }  # fmt: skip
-# Read only for a command to print (the doctor's fixes, a refusal's), never by an import whose
-# checks pass (#38): damaged, import works and the doctor cannot run; it names the file, and
-# without the matrix no variant's index: the reinstall from PyPI (the universal wheel).
-READ_FOR_COMMANDS = {MATRIX_FILE.relative_to(SITE).as_posix()}
+# The matrix model, its data and its code: read only for a command to print (the doctor's
+# fixes, a refusal's), never by an import whose checks pass (#38): damaged, import works and
+# the doctor cannot run; it names the file, and without the matrix no variant's index: the
+# reinstall from PyPI (the universal wheel). (Where import prints a command, as the universal
+# wheel's under a CPU torch does, import fails on it instead, naming it.)
+READ_FOR_COMMANDS = {
+    p.resolve().relative_to(SITE).as_posix() for p in (MATRIX_FILE, Path(matrix_model.__file__))
+}
 DAMAGES = ("deleted", "truncated", "random bytes", "unreadable")
 LIBRARY_DAMAGES = ("swapped for a sibling library", "bytes changed in the middle")
 RUN = (

@@ -14,9 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from _checkout import checkout_copy
+from _native_fixtures import installed_copy, read_facts, run_python, served_library
 
 import wheelops
+from wheelops._compat.facts import this_process
 
 PACKAGE = Path(wheelops.__file__).resolve().parent
 DIST_INFO = next(iter(sorted(PACKAGE.parent.glob("wheelops-*.dist-info"))), None)
@@ -113,3 +116,38 @@ def test_an_op_in_a_checkout_with_nothing_built_says_what_to_do(tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-2000:]
     assert "wheelops.add: the wheelops native libraries are not built" in done.stdout
     assert "python -m build_tools.dev" in done.stdout
+
+
+def test_doctor_on_a_working_install(tmp_path: Path) -> None:
+    """Exit 0 and the right verdict, with warnings as errors: under torch 2.10/2.11 the doctor's
+    first-use probe registered the ops' Python kernels a second time, a fatal `import` finding
+    (2.13 and later: torch's "Overriding a previously registered kernel" warning) (#42). Not
+    marked slow, so that every cell of the matrix runs it (noxfile.py `_tests_of_cell`)."""
+    package = installed_copy(tmp_path)
+    text = run_python(package, "-W", "error", "-m", "wheelops")
+    assert text.returncode == 0, text.stdout + text.stderr[-3000:]
+    assert "Warning" not in text.stderr, text.stderr[-3000:]
+    assert "verdict:" in text.stdout and "checks" in text.stdout and "relu_scale" in text.stdout
+    result = run_python(package, "-W", "error", "-m", "wheelops", "--json")
+    report = json.loads(result.stdout)
+    assert report["exit_status"] == result.returncode == 0, report
+    assert report["build"] == {**wheelops.build_info().to_dict(), **read_facts(package)}
+    assert report["runtime"]["torch_version"] == torch.__version__
+    ops = {row["op"]: row for row in report["ops"]}
+    assert set(ops) >= {"add", "relu_scale", "bias_gelu", "bias_gelu_backward"}
+    assert all(row["cpu"] for row in ops.values())
+    cuda_served = served_library(Path()) != "_ops_cpu.abi3.so"
+    assert all(row["cuda"] == cuda_served for row in ops.values())
+    checks = {f["check"]: f for f in report["findings"]}
+    assert "import" not in checks, checks.get("import")
+    cuda_torch = this_process().torch_kind == "cuda"
+    # The right verdict: a CUDA build under a CPU-only torch serves its CPU kernels only.
+    degraded = {name for name, f in checks.items() if f["status"] == "degraded"}
+    assert report["verdict"] == ("degraded" if degraded else "ok"), checks
+    if not cuda_torch and wheelops.build_info().cuda_libraries:
+        assert checks["torch build"]["status"] == "degraded"
+        assert (
+            "is CPU-only, so wheelops loads its CPU kernels only"
+            in checks["torch build"]["message"]
+        )
+    assert report["guard"]["enabled"] is True

@@ -114,6 +114,31 @@ def test_first_uses_during_the_registration_find_every_kernel(tmp_path, layer):
     assert "wheelops._compat.loader" in out["modules"]
 
 
+# Every route to the registration, in either order, then again: one registration, no
+# warning (torch 2.13 and later: "Overriding a previously registered kernel") and no error
+# (2.10/2.11: register_fake "already has an fake impl registered").
+REGISTER_AGAIN = """
+import sys, torch, wheelops
+from wheelops.ops import register_python_kernels
+x = torch.ones(3)
+if sys.argv[1] == "direct first":
+    register_python_kernels()  # the doctor's first-use probe: its first lookup is within
+assert torch.equal(wheelops.add(x, x), 2 * x)
+register_python_kernels()
+register_python_kernels()
+assert torch.equal(torch.ops.wheelops.relu_scale(x, 2.0), 2 * x)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("route", ["direct first", "lookup first"])
+def test_a_second_registration_is_a_no_op(tmp_path, route):
+    package = installed_copy(tmp_path)
+    result = run_python(package, "-W", "error", "-c", REGISTER_AGAIN, route)
+    assert result.returncode == 0 and "Warning" not in result.stderr, result.stderr[-3000:]
+    assert result.stdout.strip() == "ok"
+
+
 def _scratch_namespace() -> tuple[str, torch.library.Library]:
     """A namespace of its own, holding one op, f(x) = 2x; no name looked up yet."""
     name = f"wheelops_test_{uuid.uuid4().hex[:8]}"

@@ -568,6 +568,11 @@ def test_a_wheel_built_here_is_reinstalled_from_its_file(tmp_path):
         "--index-url https://wheelops.github.io/wheelops/whl/cu130"
     )
     assert fix("0.1.0", str(wheel)) == PYPI_REINSTALL
+    # METADATA unreadable (no version): the build facts' variant decides. An index serves
+    # the cpu variant: from there, not the file (#42); +universal is on none: the file.
+    cpu = matrix().reinstall_command(None, "cpu", str(wheel))
+    assert cpu.endswith("--index-url https://wheelops.github.io/wheelops/whl/cpu"), cpu
+    assert matrix().reinstall_command(None, "universal", str(wheel)) == named
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,10 @@ class Matrix:
         label = (installed_version or "").partition("+")[2]
         if installed_version and not label:
             return self.install_command(self.pypi_variant)
-        indexed = label in self.names and self.variant(label).index
+        # METADATA unreadable: the build facts name the variant, and an index may serve it
+        # (the cpu variant's): never the file then (#42).
+        variant = label if installed_version else built_as or ""
+        indexed = variant in self.names and self.variant(variant).index
         if installed_from and not indexed and Path(installed_from).is_file():
             import shlex  # only this command needs it: import never prints one
 

@@ -19,7 +19,7 @@ import torch
 
 from wheelops._compat import loader
 from wheelops._damage import damaged_install
-from wheelops.ops._first_lookup import register_at_first_lookup
+from wheelops.ops._first_lookup import Registration, register_at_first_lookup
 
 OP_MODULES: tuple[ModuleType, ...] = tuple(
     importlib.import_module(f"{__name__}.{info.name}")
@@ -46,14 +46,8 @@ globals().update({name: getattr(module, name) for module in OP_MODULES for name 
 if loader.loaded() is None:
     globals().update({name: _until_built(name, globals()[name]) for name in __all__})
 
-_registered = False
 
-
-def register_python_kernels() -> None:
-    """Register every op's fake kernel, autograd formula and vmap rule (once)."""
-    global _registered
-    if _registered:
-        return
+def _register_every_op() -> None:
     for module in OP_MODULES:
         try:
             module.register()
@@ -62,10 +56,20 @@ def register_python_kernels() -> None:
             if damaged is None:
                 raise
             raise damaged from None
-    _registered = True
+
+
+# The one registration, whichever route reaches it first: an op's first lookup or
+# register_python_kernels. A flag of its own here, set when the loop ends, let a direct call
+# register every op twice: its first op lookup ran the registration again inside it (#42).
+_registration = Registration(_register_every_op)
+
+
+def register_python_kernels() -> None:
+    """Register every op's fake kernel, autograd formula and vmap rule (once per process)."""
+    _registration.run(torch.ops.wheelops)
 
 
 def register_python_kernels_at_first_lookup() -> None:
     """Once the native schemas are loaded: register the Python kernels when an op is first
     looked up (_first_lookup.py says why that is before anything can need them)."""
-    register_at_first_lookup(torch.ops.wheelops, register_python_kernels)
+    register_at_first_lookup(torch.ops.wheelops, _registration)

@@ -25,18 +25,24 @@ from types import ModuleType
 from typing import Any
 
 
-def register_at_first_lookup(namespace: ModuleType, register: Callable[[], None]) -> None:
+def register_at_first_lookup(
+    namespace: ModuleType, register: Callable[[], None] | Registration
+) -> None:
     """Have `register` (every op's Python kernels) run once, at the first lookup of a name in
     `namespace` (torch.ops.wheelops); at once where this torch's namespace does not resolve
-    names the way this relies on."""
+    names the way this relies on. A caller that also registers directly passes a
+    `Registration` and runs that, never the function inside it: the function's first op
+    lookup would start the registration again within it (#42)."""
+    registration = register if isinstance(register, Registration) else Registration(register)
+    if registration.done:
+        return
     kind = type(namespace)
     # torch sets `name` and `_dir` (and ModuleType its dunders) when it makes a namespace; any
     # other attribute is a name looked up already, which the hook would never see again.
     looked_up = [n for n in vars(namespace) if not n.startswith("_") and n != "name"]
     if looked_up or not callable(getattr(kind, "__getattr__", None)):
-        register()
+        registration.run(namespace)
         return
-    registration = _Registration(register)
 
     class RegisteringNamespace(kind):  # type: ignore[misc, valid-type]
         # torch names an op after its namespace's class (`__module__`): torch.export saves
@@ -60,11 +66,14 @@ def register_at_first_lookup(namespace: ModuleType, register: Callable[[], None]
     try:
         namespace.__class__ = RegisteringNamespace
     except TypeError:  # a namespace whose class cannot be swapped
-        register()
+        registration.run(namespace)
 
 
-class _Registration:
-    """One registration and the ops it looked up, held back until it is done."""
+class Registration:
+    """One registration and the ops it looked up, held back until it is done. Every route
+    to it (an op's first lookup, a direct call) runs it through `run`, so it runs once per
+    process: a second registration of an op is an error under torch 2.10/2.11
+    (register_fake) and a warning under later ones (the autograd kernel)."""
 
     def __init__(self, register: Callable[[], None]) -> None:
         self.register = register
@@ -74,7 +83,8 @@ class _Registration:
 
     def run(self, namespace: ModuleType) -> dict[str, Any]:
         """Register (the first caller; other threads wait for it), then publish the ops it
-        looked up. In the registering thread, a lookup of its own gets what it holds."""
+        looked up. In the registering thread, a lookup of its own gets what it holds; once
+        done, nothing."""
         with self._lock:
             if self.done or self._held is not None:
                 return self._held or {}
