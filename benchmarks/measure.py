@@ -205,18 +205,27 @@ def _backward(
         def __call__(self) -> tuple[torch.Tensor, ...]:
             return torch.autograd.grad(self.outputs, wrt, grads, retain_graph=True)
 
-        def mismatch(self, out: Output, rule: Rule) -> str | None:
-            return mismatch(out, eager, reference_for(self.outputs), rule)
+        def mismatch(self, out: Output, rules: tuple[Rule, ...]) -> str | None:
+            return mismatch(out, eager, reference_for(self.outputs), rules)
+
+    # One rule a result; where the op says how large each element's float32 terms are
+    # (a result that cancels), that result's rule carries them.
+    rules = (rule,) * len(wrt)
+    terms = plan(spec).backward_terms
+    if terms is not None:
+        sizes = terms(float64_inputs(inputs), tuple(g.double() for g in grads))
+        rules = tuple(dataclasses.replace(rule, terms=t) for t in sizes)
+    peer_rules = rules if impls.liger is None else tuple(peer_rule(r, impls.liger) for r in rules)
 
     def checked(graph: Graph) -> str | None:
-        return graph.mismatch(graph(), rule)
+        return graph.mismatch(graph(), rules)
 
     _check(row, lambda: checked(Graph(impls.wheelops)))
     row["eager"] = timer(Graph(impls.eager)).to_dict()
     if impls.compiled is not None:
         compiled = impls.compiled
         _time_compiled(
-            row, timer, lambda: Graph(compiled), lambda step, out: step.mismatch(out, rule)
+            row, timer, lambda: Graph(compiled), lambda step, out: step.mismatch(out, rules)
         )
     if impls.liger is not None:
         peer = impls.liger
@@ -225,7 +234,7 @@ def _backward(
             timer,
             peer,
             lambda: Graph(peer.call),
-            lambda step, out: step.mismatch(out, peer_rule(rule, peer)),
+            lambda step, out: step.mismatch(out, peer_rules),
         )
     if row["status"] == "ok":
         row["wheelops"] = timer(Graph(impls.wheelops)).to_dict()

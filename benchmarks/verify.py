@@ -11,7 +11,8 @@ and rms the reference's root mean square:
   roundings, the op's longest float32 sum of n terms (Hoeffding: LAMBDA sqrt(n)
   roundings of its value's size), and roundings of intermediates stored in the dtype, r
   of each value's size and d of the result's rms (``Rule``, from the op's description,
-  each value derived there);
+  each value derived there); where a result cancels, the float32 roundings are of its
+  terms' size, per element, not of rms (``Rule.terms``);
 - in aggregate, against the correctly rounded result fl(ref) (ref rounded once to the dtype,
   to nearest even), whose own signed error is not zero (#42): |sum of sign(ref) (got - ref)
   - sum of sign(ref) (fl(ref) - ref)| <= the float32 part in full plus LAMBDA sqrt(sum
@@ -54,6 +55,10 @@ class Rule:
     sum_length: int = 1
     dtype_roundings: float = 0.0
     relative_roundings: float = 0.0
+    # The size of the float32 terms behind each value, per element, where the result can
+    # cancel (silu_and_mul's d/da crosses zero with terms of |g b|): there the result's rms
+    # understates its float32 error. None: the result's rms.
+    terms: torch.Tensor | None = None
 
 
 def unit(dtype: torch.dtype) -> float:
@@ -137,11 +142,11 @@ def _tensor_mismatch(
     return _beyond_bound(got, reference, rms, rule, twice=reference.dtype != torch.float64)
 
 
-def _pieces(got: torch.Tensor, reference: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
-    """got and reference in float64, PIECE elements at a time."""
-    g, r = got.reshape(-1), reference.reshape(-1)
-    for start in range(0, g.numel(), PIECE):
-        yield g[start : start + PIECE].double(), r[start : start + PIECE].double()
+def _pieces(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
+    """The tensors (got, reference, ...) in float64, PIECE elements at a time."""
+    flat = [t.reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), PIECE):
+        yield tuple(t[start : start + PIECE].double() for t in flat)
 
 
 def _beyond_bound(
@@ -149,17 +154,20 @@ def _beyond_bound(
 ) -> str | None:
     dtype = got.dtype
     u, u32 = unit(dtype), compute_unit(dtype)
-    compute = (COMPUTE_ROUNDINGS + LAMBDA * math.sqrt(rule.sum_length)) * u32 * rms
+    per_term = (COMPUTE_ROUNDINGS + LAMBDA * math.sqrt(rule.sum_length)) * u32
     stored = rule.dtype_roundings * u * rms
     info = torch.finfo(dtype)
     floor = info.tiny * info.eps / 2
     # Both the reference and wheelops round once where the reference is not float64.
     scale = 2.0 if twice or dtype == torch.float64 else 1.0
-    bad, count, worst, proxy = 0, 0, (-math.inf, 0.0, 0.0, 0.0), 0.0
-    for g, r in _pieces(got, reference):
+    bad, count, worst, proxy, computed = 0, 0, (-math.inf, 0.0, 0.0, 0.0), 0.0, 0.0
+    terms = () if rule.terms is None else (rule.terms.to(reference.device),)
+    for g, r, *t in _pieces(got, reference, *terms):
         finite = r.isfinite()
         g, r = g[finite], r[finite]
         count += r.numel()
+        compute = per_term * (t[0][finite] if t else rms)
+        computed += float(compute.sum()) if t else compute * r.numel()
         error = (g - r).abs()
         relative = (1 + rule.relative_roundings) * u * r.abs()
         allowed = scale * (relative + (1 + u) * (compute + stored) + floor)
@@ -177,5 +185,5 @@ def _beyond_bound(
             f"{bad} of {count} elements beyond the derived bound; worst off by "
             f"{worst[1]:.3g} where {worst[2]:.3g} is allowed (reference {worst[3]:.6g})"
         )
-    limit = scale * (count * (1 + u) * compute + LAMBDA * math.sqrt(proxy))
+    limit = scale * ((1 + u) * computed + LAMBDA * math.sqrt(proxy))
     return bias_beyond(got, reference, limit)

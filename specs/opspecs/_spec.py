@@ -114,6 +114,10 @@ class Benchmark:
     # The backward takes the op's output (rounded to the dtype), not its inputs: its
     # float64 reference is Derivatives.backward_eager on the rounded output.
     backward_from_rounded_output: bool = False
+    # Where a backward result cancels: the size of the float32 terms behind each of its
+    # elements, from the float64 inputs and incoming gradients (the benchmark's check
+    # scales its float32 roundings by it, per element, in place of the result's rms).
+    backward_terms: Callable[[tuple, tuple], tuple[torch.Tensor, ...]] | None = None
     note: str = ""
 
     @property
