@@ -77,6 +77,19 @@ def _check_timing(entry: dict[str, Any], reps: int) -> None:
 
 
 @pytest.mark.slow
+def test_host_cost_per_call_within_the_cpu_limits(tmp_path):
+    """CI's guard on the host cost per call (issue 43): the overhead section alone, every
+    op and mode within the CPU limits (overhead.LIMITS says where they come from)."""
+    code, data = _run(
+        tmp_path, "--ops", ",".join(AVAILABLE), "--sections", "overhead", "--no-compile"
+    )
+    assert code == 0
+    assert {row["op"] for row in data["overhead"]} == set(AVAILABLE)
+    missed = [row for row in data["overhead"] if row["verdict"] != "met"]
+    assert not missed, [(r["op"], r["mode"], round(r["ratio"], 2), r["limit"]) for r in missed]
+
+
+@pytest.mark.slow
 def test_smoke_run_checks_and_times_every_available_op(tmp_path):
     code, data = _run(
         tmp_path, "--ops", ",".join(AVAILABLE), "--dtypes", "float32,bfloat16",

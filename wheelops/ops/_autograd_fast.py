@@ -11,7 +11,7 @@ at import: this module is imported only where all of them exist
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import _C
@@ -25,20 +25,38 @@ from wheelops.ops._unsupported import Formula, unsupported
 _LIBRARY = torch.library.Library("wheelops", "FRAGMENT")  # kept alive: it holds the kernels
 
 
+# Looked up once: the per-call path below reads each as a module global, not an attribute.
+_is_grad_enabled = _C.is_grad_enabled
+_any_requires_grad = _C._any_requires_grad
+_has_torch_function = _C._has_torch_function
+_maybe_current_level = _C._functorch.maybe_current_level
+_BelowAutograd = _C._AutoDispatchBelowAutograd
+
+
 def _wants_gradient(args: tuple) -> bool:
-    return _C.is_grad_enabled() and _C._any_requires_grad(*args)
+    return _is_grad_enabled() and _any_requires_grad(*args)
 
 
 def may_carry_tangents() -> bool:
     # A dual level of torch.autograd.forward_ad, or a torch.func transform (its jvp is
     # forward AD on levels of its own), is active: then autograd.Function looks for
     # tangents on the inputs itself.
-    return forward_ad._current_level >= 0 or _C._functorch.maybe_current_level() is not None
+    return forward_ad._current_level >= 0 or _maybe_current_level() is not None
 
 
-# Each op's autograd.Function, schema defaults and what of the Function's outputs the op
-# returns, for `call` to apply directly.
-_FUNCTIONS: dict[Any, tuple[type, tuple, Callable[[Any], Any]]] = {}
+class _Direct(NamedTuple):
+    """What `call_eager` applies when an input needs a gradient: the op's Function for
+    calls made outside the dispatcher (no keyset argument, no wrappers around the
+    formulas), the schema's defaults and, for a `forward_with` op, how many of the
+    Function's outputs the op returns (0: all of them)."""
+
+    function: type
+    defaults: tuple
+    returns: int
+
+
+# Each op's direct Function, for `call_eager`.
+_FUNCTIONS: dict[Any, _Direct] = {}
 
 
 def call(overload: Any, *args: Any) -> Any:
@@ -60,19 +78,24 @@ def call_eager(overload: Any, args: tuple, inference: Any = None) -> Any:
     """`call` where the caller knows that torch.compile is not tracing. ``inference``: an
     op of the same arguments returning `overload`'s first output alone, run when no
     derivative is wanted; then the first output is returned either way."""
-    if may_carry_tangents() or _C._has_torch_function(args):
+    # may_carry_tangents() inlined: this is every call's path, and a call costs ~0.1 µs.
+    if (
+        forward_ad._current_level >= 0
+        or _maybe_current_level() is not None
+        or _has_torch_function(args)
+    ):
         result = overload(*args)
-    elif _wants_gradient(args):
-        function, defaults, own_outputs = _FUNCTIONS[overload]
-        result = own_outputs(function.apply(*args, *defaults[len(args) :], None))
+    elif _is_grad_enabled() and _any_requires_grad(*args):
+        function, defaults, returns = _FUNCTIONS[overload]
+        if len(args) < len(defaults):
+            args = (*args, *defaults[len(args) :])
+        result = function.apply(*args)
+        if returns:
+            result = result[0] if returns == 1 else tuple(result[:returns])
     else:
-        return _below_autograd(overload if inference is None else inference, args)
+        with _BelowAutograd():
+            return (overload if inference is None else inference)._op(*args)
     return result if inference is None else result[0]
-
-
-def _below_autograd(overload: Any, args: tuple) -> Any:
-    with _C._AutoDispatchBelowAutograd():
-        return overload._op(*args)
 
 
 def register(
@@ -103,8 +126,6 @@ def register(
 
     def forward(*args: Any) -> Any:
         *inputs, keyset = args
-        if keyset is None:  # applied by `call`, not by the dispatcher
-            return _below_autograd(runs, tuple(inputs))
         if _C._functorch.maybe_current_level() is None:
             return redispatch(runs, keyset, tuple(inputs))
         # Inside a torch.func transform the redispatch goes on to the transforms below
@@ -155,4 +176,23 @@ def register(
         return redispatch(overload, keyset, args)
 
     _LIBRARY.impl(op, kernel, "Autograd", with_keyset=True)
-    _FUNCTIONS[overload] = (function, defaults, own_outputs)
+
+    # The same derivatives for `call_eager`, which applies the Function itself, outside
+    # the dispatcher: no keyset argument, so the formulas are the Function's own
+    # methods (no wrapper, no argument slicing) where they exist.
+    def forward_direct(*inputs: Any) -> Any:
+        with _BelowAutograd():
+            return runs._op(*inputs)
+
+    direct = type(
+        f"wheelops_{op}_direct",
+        (_SingleLevelFunction,),
+        {
+            "forward": staticmethod(forward_direct),
+            "setup_context": staticmethod(setup_context),
+            # Without a formula, the keyset variants refuse before they look at a keyset.
+            "backward": staticmethod(backward if backward is not None else backward_with_keyset),
+            "jvp": staticmethod(jvp if jvp is not None else jvp_without_keyset),
+        },
+    )
+    _FUNCTIONS[overload] = _Direct(direct, defaults, 0 if forward_with is None else returns)

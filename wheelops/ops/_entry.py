@@ -33,7 +33,11 @@ def run(
         result = overload(*args)
         return result if inference is None else result[0]
     try:
-        _checks.runnable(op, args[0], tracing=False)
+        # A CPU call needs no check first: without the native library it fails, and
+        # _explain raises runnable's error then. A CUDA call checks that this build runs
+        # on the GPU before launching.
+        if args[0].is_cuda:
+            _checks.runnable(op, args[0], tracing=False)
         return _autograd.call_eager(overload, args, inference)
     except Exception:
         _explain(op, check, args[0])

@@ -10,6 +10,10 @@ from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["add"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 
 def _check(a: torch.Tensor, b: torch.Tensor) -> None:
     _checks.float_tensor("add", "a", a)
@@ -31,7 +35,7 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         >>> wheelops.add(torch.ones(3), torch.arange(3.0))
         tensor([1., 2., 3.])
     """
-    return _entry.run("add", lambda: _check(a, b), torch.ops.wheelops.add.default, a, b)
+    return _entry.run("add", lambda: _check(a, b), _OPS.add.default, a, b)
 
 
 def _fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -51,7 +55,7 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
 def _jvp(ctx: Any, a_tangent: torch.Tensor | None, b_tangent: torch.Tensor | None) -> Any:
     if a_tangent is None or b_tangent is None:
         return a_tangent if b_tangent is None else b_tangent
-    return _autograd.call(torch.ops.wheelops.add.default, a_tangent, b_tangent)
+    return _autograd.call(_OPS.add.default, a_tangent, b_tangent)
 
 
 def register() -> None:

@@ -10,6 +10,10 @@ from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["bias_gelu"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 APPROXIMATIONS = ("none", "tanh")
 
 
@@ -47,7 +51,7 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
     return _entry.run(
         "bias_gelu",
         lambda: _check("bias_gelu", x, bias, approximate),
-        torch.ops.wheelops.bias_gelu.default,
+        _OPS.bias_gelu.default,
         x,
         bias,
         approximate,
@@ -81,7 +85,7 @@ def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     x, bias = ctx.saved_tensors
     grad_x, grad_bias = _autograd.call(
-        torch.ops.wheelops.bias_gelu_backward.default, grad, x, bias, ctx.approximate
+        _OPS.bias_gelu_backward.default, grad, x, bias, ctx.approximate
     )
     return grad_x, grad_bias, None
 
@@ -95,9 +99,7 @@ def _jvp(
     tangent = _autograd.zero_if_none(x_tangent, x)
     if bias_tangent is not None:
         tangent = tangent + bias_tangent
-    grad_x, _ = _autograd.call(
-        torch.ops.wheelops.bias_gelu_backward.default, tangent, x, bias, ctx.approximate
-    )
+    grad_x, _ = _autograd.call(_OPS.bias_gelu_backward.default, tangent, x, bias, ctx.approximate)
     return grad_x
 
 

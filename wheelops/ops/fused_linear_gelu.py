@@ -18,6 +18,10 @@ from wheelops.ops import _autograd, _checks, _entry, _vmap
 
 __all__ = ["fused_linear_gelu"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 APPROXIMATIONS = ("none", "tanh")
 OP = "fused_linear_gelu"
 BACKWARD_OP = "fused_linear_gelu_backward"
@@ -120,7 +124,7 @@ def fused_linear_gelu(
     return _entry.run(
         OP,
         lambda: _check(OP, input, weight, bias, approximate),
-        torch.ops.wheelops.fused_linear_gelu.default,
+        _OPS.fused_linear_gelu.default,
         input,
         weight,
         bias,
@@ -188,7 +192,7 @@ def _pre_activation(ctx: Any, input: torch.Tensor, weight: torch.Tensor, bias: A
     if pre.shape == _output_shape(input, weight):
         return pre
     with torch.no_grad():
-        return torch.ops.wheelops.fused_linear_gelu.default(
+        return _OPS.fused_linear_gelu.default(
             input, weight, bias, ctx.approximate, ctx.allow_tf32, True
         )[1]
 
@@ -200,7 +204,7 @@ def _backward(ctx: Any, grad: torch.Tensor | None, _grad_pre: Any) -> tuple:
     pre = _pre_activation(ctx, input, weight, bias, pre)
     input_grad, weight_grad, bias_grad = ctx.needs_input_grad[:3]
     grad_input, grad_weight, grad_bias = _autograd.call(
-        torch.ops.wheelops.fused_linear_gelu_backward.default,
+        _OPS.fused_linear_gelu_backward.default,
         grad,
         input,
         weight,

@@ -10,6 +10,10 @@ from wheelops.ops import _autograd, _checks, _entry, _norm_checks, _vmap
 
 __all__ = ["layer_norm"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 
 def _check(
     op: str, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: object
@@ -49,12 +53,12 @@ def layer_norm(
     return _entry.run(
         "layer_norm",
         lambda: _check("layer_norm", x, weight, bias, eps),
-        torch.ops.wheelops.layer_norm.default,
+        _OPS.layer_norm.default,
         x,
         weight,
         bias,
         eps,
-        inference=torch.ops.wheelops.layer_norm_inference.default,
+        inference=_OPS.layer_norm_inference.default,
     )
 
 
@@ -114,7 +118,7 @@ def _backward(ctx: Any, grad: torch.Tensor | None, _grad_mean: Any, _grad_rstd: 
     x, weight, mean, rstd = ctx.saved_tensors
     x_grad, weight_grad, bias_grad = ctx.needs_input_grad[:3]
     grad_x, grad_weight, grad_bias = _autograd.call(
-        torch.ops.wheelops.layer_norm_backward.default,
+        _OPS.layer_norm_backward.default,
         grad,
         x,
         mean,

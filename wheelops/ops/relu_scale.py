@@ -10,6 +10,10 @@ from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["relu_scale"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 
 def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
     """Return ``torch.relu(x) * alpha`` computed in one fused pass.
@@ -27,7 +31,7 @@ def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
     return _entry.run(
         "relu_scale",
         lambda: _checks.float_tensor("relu_scale", "x", x),
-        torch.ops.wheelops.relu_scale.default,
+        _OPS.relu_scale.default,
         x,
         alpha,
     )
@@ -81,16 +85,14 @@ def _backward(ctx: Any, grad: torch.Tensor | None, _grad_mask: Any) -> tuple:
         return None, None
     (mask,) = ctx.saved_tensors
     # One fused pass: alpha * grad where the mask's bit is set (x > 0, or NaN), else 0.
-    grad_x = _autograd.call(torch.ops.wheelops.relu_scale_backward.default, grad, mask, ctx.alpha)
+    grad_x = _autograd.call(_OPS.relu_scale_backward.default, grad, mask, ctx.alpha)
     return grad_x, None
 
 
 def _jvp(ctx: Any, x_tangent: torch.Tensor, _alpha: None) -> tuple:
     # The derivative is diagonal: the tangent goes through the backward's formula.
     (mask,) = ctx.saved_tensors
-    tangent = _autograd.call(
-        torch.ops.wheelops.relu_scale_backward.default, x_tangent, mask, ctx.alpha
-    )
+    tangent = _autograd.call(_OPS.relu_scale_backward.default, x_tangent, mask, ctx.alpha)
     return tangent, None
 
 
@@ -104,9 +106,7 @@ def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> No
 def _double_backward(ctx: Any, grad_grad_x: torch.Tensor) -> tuple:
     # Linear in grad; its derivative in x is 0 wherever it exists (as torch.relu's).
     (mask,) = ctx.saved_tensors
-    grad_grad = _autograd.call(
-        torch.ops.wheelops.relu_scale_backward.default, grad_grad_x, mask, ctx.alpha
-    )
+    grad_grad = _autograd.call(_OPS.relu_scale_backward.default, grad_grad_x, mask, ctx.alpha)
     return grad_grad, None, None
 
 
@@ -116,9 +116,7 @@ def _backward_jvp(
     if grad_tangent is None:  # only grad is differentiable: no tangent, a zero one
         return None
     (mask,) = ctx.saved_tensors
-    return _autograd.call(
-        torch.ops.wheelops.relu_scale_backward.default, grad_tangent, mask, ctx.alpha
-    )
+    return _autograd.call(_OPS.relu_scale_backward.default, grad_tangent, mask, ctx.alpha)
 
 
 def register() -> None:

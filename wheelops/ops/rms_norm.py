@@ -10,6 +10,10 @@ from wheelops.ops import _autograd, _checks, _entry, _norm_checks, _vmap
 
 __all__ = ["rms_norm"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 
 def default_eps(dtype: torch.dtype | None) -> float:
     """What F.rms_norm uses for eps=None: the epsilon of its float32/float64 compute dtype."""
@@ -52,11 +56,11 @@ def rms_norm(
     return _entry.run(
         "rms_norm",
         lambda: _check("rms_norm", x, weight, eps),
-        torch.ops.wheelops.rms_norm.default,
+        _OPS.rms_norm.default,
         x,
         weight,
         eps,
-        inference=torch.ops.wheelops.rms_norm_inference.default,
+        inference=_OPS.rms_norm_inference.default,
     )
 
 
@@ -109,7 +113,7 @@ def _backward(ctx: Any, grad: torch.Tensor | None, _grad_rstd: Any) -> tuple:
     x, weight, rstd = ctx.saved_tensors
     x_grad, weight_grad = ctx.needs_input_grad[:2]
     grad_x, grad_weight = _autograd.call(
-        torch.ops.wheelops.rms_norm_backward.default, grad, x, rstd, weight, x_grad, weight_grad
+        _OPS.rms_norm_backward.default, grad, x, rstd, weight, x_grad, weight_grad
     )
     return grad_x, grad_weight, None
 

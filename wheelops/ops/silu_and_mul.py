@@ -10,6 +10,10 @@ from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["silu_and_mul"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 
 def _check(op: str, x: object) -> torch.Tensor:
     x = _checks.float_tensor(op, "x", x)
@@ -48,7 +52,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return _entry.run(
         "silu_and_mul",
         lambda: _check("silu_and_mul", x),
-        torch.ops.wheelops.silu_and_mul.default,
+        _OPS.silu_and_mul.default,
         x,
     )
 
@@ -82,14 +86,14 @@ def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
     (x,) = ctx.saved_tensors
-    return _autograd.call(torch.ops.wheelops.silu_and_mul_backward.default, grad, x)
+    return _autograd.call(_OPS.silu_and_mul_backward.default, grad, x)
 
 
 def _jvp(ctx: Any, x_tangent: torch.Tensor) -> torch.Tensor:
     # silu'(a) * b * da + silu(a) * db: the backward with grad = 1 gives both factors.
     (x,) = ctx.saved_tensors
     ones = x.new_ones(_output_shape(x))
-    factors = _autograd.call(torch.ops.wheelops.silu_and_mul_backward.default, ones, x)
+    factors = _autograd.call(_OPS.silu_and_mul_backward.default, ones, x)
     d = x.shape[-1] // 2
     tangent = _checks.opmath(factors) * _checks.opmath(x_tangent)
     return (tangent[..., :d] + tangent[..., d:]).to(x.dtype)

@@ -10,6 +10,10 @@ from wheelops.ops import _autograd, _checks, _entry
 
 __all__ = ["softmax"]
 
+# The namespace, bound once: a call then looks up only its op on it (`torch.ops.wheelops.x`
+# costs ~0.2 µs a call, on a call of a few µs).
+_OPS = torch.ops.wheelops
+
 
 def _wrapped_dim(op: str, x: torch.Tensor, dim: object) -> int:
     _checks.python_int(op, "dim", dim)
@@ -43,7 +47,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return _entry.run(
         "softmax",
         lambda: _wrapped_dim("softmax", _checks.float_tensor("softmax", "x", x), dim),
-        torch.ops.wheelops.softmax.default,
+        _OPS.softmax.default,
         x,
         dim,
     )
@@ -77,13 +81,13 @@ def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     (out,) = ctx.saved_tensors
-    return _autograd.call(torch.ops.wheelops.softmax_backward.default, grad, out, ctx.dim), None
+    return _autograd.call(_OPS.softmax_backward.default, grad, out, ctx.dim), None
 
 
 def _jvp(ctx: Any, x_tangent: torch.Tensor | None, _dim: None) -> torch.Tensor:
     # The Jacobian diag(y) - y y^T is symmetric: the JVP is the backward's formula.
     (out,) = ctx.saved_tensors
-    return _autograd.call(torch.ops.wheelops.softmax_backward.default, x_tangent, out, ctx.dim)
+    return _autograd.call(_OPS.softmax_backward.default, x_tangent, out, ctx.dim)
 
 
 def _setup_backward_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
@@ -99,9 +103,7 @@ def _double_backward(ctx: Any, grad_grad_x: torch.Tensor) -> tuple:
     grad, out = ctx.saved_tensors
     grad_grad = None
     if ctx.needs_input_grad[0]:
-        grad_grad = _autograd.call(
-            torch.ops.wheelops.softmax_backward.default, grad_grad_x, out, ctx.dim
-        )
+        grad_grad = _autograd.call(_OPS.softmax_backward.default, grad_grad_x, out, ctx.dim)
     grad_out = None
     if ctx.needs_input_grad[1]:
         g, y, gg = (_checks.opmath(t) for t in (grad, out, grad_grad_x))
