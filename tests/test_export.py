@@ -77,14 +77,10 @@ def test_export_keeps_the_op_and_its_answer(name, strict, device):
     assert wheelops_targets(program) == {f"wheelops::{'lltm_gates' if name == 'lltm' else name}"}
     args = spec.inputs((9, 16), device=device, seed=1)  # another batch size than traced
     got = outputs(program.module()(*tensors_of(args)))
+    # Bitwise: the program calls the same kernel on the same inputs as the eager call, so
+    # any difference is export's; the op's accuracy against its float64 reference is its
+    # own tests' derived bound, not a second literal tolerance here (issue 42).
     torch.testing.assert_close(got, outputs(spec.call(*args)), rtol=0, atol=0)
-    eager = outputs(spec.answer(*args))  # normalize_volume's is computed on the host
-    for ours, theirs in zip(got, eager, strict=True):
-        theirs = theirs.to(device=ours.device, dtype=ours.dtype)
-        if ours.is_floating_point():
-            torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=2e-5)
-        else:
-            torch.testing.assert_close(ours, theirs, atol=0, rtol=0)
 
 
 def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
