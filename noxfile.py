@@ -84,6 +84,7 @@ TEST_REQUIREMENTS = [
     "cmake",  # test_cmake_config configures projects with find_package(wheelops)
     CUOBJDUMP_REQUIREMENT,  # test_build reads the SASS and PTX each CUDA library holds
     sbom.VALIDATOR_REQUIREMENT,  # test_sbom checks the wheel's SBOM against CycloneDX 1.6
+    "mypy==2.4.1",  # test_typing type-checks user code against the installed wheel (py.typed)
 ]
 # The deploy example: CMake and Ninja from PyPI; LibTorch is the installed torch's.
 DEPLOY_REQUIREMENTS = ["cmake", "ninja"]
