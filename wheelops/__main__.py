@@ -29,6 +29,8 @@ def main(argv=None) -> int:  # argv: list[str] | None
         "print the fix when they do not fit. Exit status: 0 usable, 1 cannot serve.",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    version = getattr(wheelops, "__version__", None) or _version_in_file() or "unknown"
+    parser.add_argument("--version", action="version", version=f"wheelops {version}")
     args = parser.parse_args(argv)
     import_error = getattr(wheelops, "_import_error", None) or _first_use_error()
     try:
