@@ -44,3 +44,11 @@ def test_python_m_wheelops_version_prints_it():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"wheelops {wheelops.__version__}"
+
+
+def test_the_changelog_has_this_version_and_the_readme_the_policy():
+    repo = PACKAGE.parent
+    changelog = (repo / "CHANGELOG.md").read_text()
+    assert f"\n## {version.base_version()} " in changelog
+    readme = (repo / "README.md").read_text()
+    assert "\n## Versioning\n" in readme and "(CHANGELOG.md)" in readme
