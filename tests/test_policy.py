@@ -595,3 +595,29 @@ def test_autograd_row(missing, requested, public, status, words, fix):
     assert report_of(CU130_BUILD, CUDA_TORCH).finding("autograd") is None  # import's: none
     unreadable = UnreadableBuildInfo("/w/_build_info.json", "missing", False)  # no ops load
     assert evaluate(unreadable, CUDA_TORCH, matrix(), autograd=facts).finding("autograd") is None
+
+
+# NVIDIA wheels of a CUDA major torch does not use (left behind where torch was replaced).
+NVIDIA_WHEELS = ("nvidia-cublas", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12",
+                 "nvidia_cudnn_cu13", "nvidia-ml-py")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("runtime", "leftover"),
+    [
+        (CUDA_TORCH, "nvidia-cublas-cu12 nvidia-cuda-runtime-cu12"),  # CUDA 13: the cu12 ones
+        (torch_runtime("2.10.0+cu128", "12.8"), "nvidia-cudnn-cu13"),  # CUDA 12: the cu13 one
+        (torch_runtime("2.13.0+cpu"), None),  # a CPU torch uses none: another package may
+    ],
+)
+def test_nvidia_wheels_of_another_cuda_major_are_degraded_with_the_uninstall(runtime, leftover):
+    build = CU130_BUILD if runtime.torch_cuda != "12.8" else CPU_BUILD
+    report = report_of(build, runtime, nvidia_wheels=NVIDIA_WHEELS)
+    finding = report.finding("NVIDIA wheels")
+    if leftover is None:
+        assert finding is None
+        return
+    assert finding is not None and finding.status is Status.DEGRADED
+    assert finding.fix == (f"pip uninstall -y {leftover}",)
+    assert report.exit_status == 0  # torch loads none of them: wheelops serves
+    assert report_of(build, runtime).finding("NVIDIA wheels") is None  # not looked at
