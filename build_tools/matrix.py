@@ -98,6 +98,15 @@ class Matrix(_model.Matrix):
         return fitting[0].arch_list
 
 
+def torch_floor(matrix: Matrix) -> str:
+    """The oldest torch any variant is tested with ("2.10.0"): the one every wheel serves."""
+
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split("+")[0].split("."))
+
+    return min((t for v in matrix.variants for t in v.torch), key=release)
+
+
 def load(path: Path = _model.MATRIX_FILE) -> Matrix:
     """The build's model of matrix.json, refusing a key neither model knows (a typo)."""
     data = _model.read(path)
