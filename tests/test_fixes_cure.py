@@ -129,7 +129,9 @@ class Venv:
 
     def variant_of(self, command: str) -> str | None:
         """The variant a printed command installs, if it installs wheelops from us."""
-        if not command.startswith("pip install --force-reinstall --no-deps wheelops"):
+        # pip's way in: --force-reinstall, or --ignore-installed where RECORD is gone
+        starts = {m.pip_install for m in (matrix(), matrix().without_record())}
+        if not any(command.startswith(f"{start} wheelops") for start in starts):
             return None
         if "--index-url" not in command:
             return PYPI
@@ -220,12 +222,22 @@ FAULTS: dict[str, tuple[Callable[[Venv, dict[str, Path]], None], str]] = {
         "library",
     ),
     "bytes changed in a library's middle": (lambda v, b: _change_middle(_slot(v)), "library"),
+    # pip cannot uninstall without RECORD: --force-reinstall fails, the fix must not (#46)
+    "RECORD deleted and a library changed": (
+        lambda v, b: (_record(v).unlink(), _change_middle(_slot(v))),
+        "library",
+    ),
     "empty build facts": (lambda v, b: _write_facts(v, {}), "build facts"),
     "override not a CUDA major": (
         lambda v, b: v.extra_env.update(WHEELOPS_CUDA_LIBRARY="0"),
         "CUDA",
     ),
 }
+
+
+def _record(venv: Venv) -> Path:
+    (dist_info,) = venv.site.glob("wheelops-*.dist-info")
+    return dist_info / "RECORD"
 
 
 def _sibling(venv: Venv) -> Path:

@@ -621,3 +621,18 @@ def test_nvidia_wheels_of_another_cuda_major_are_degraded_with_the_uninstall(run
     assert finding.fix == (f"pip uninstall -y {leftover}",)
     assert report.exit_status == 0  # torch loads none of them: wheelops serves
     assert report_of(build, runtime).finding("NVIDIA wheels") is None  # not looked at
+
+
+def test_without_record_every_install_command_writes_over_the_install():
+    """pip cannot uninstall a distribution whose RECORD is gone (`Cannot uninstall wheelops
+    ..., RECORD file not found`): --force-reinstall fails there, --ignore-installed works."""
+    damaged = (LibraryFile("cpu", "/w/_ops_cpu.abi3.so", True, "truncated"), FILES[1])
+    for record_missing, start in ((False, "--force-reinstall"), (True, "--ignore-installed")):
+        report = evaluate(
+            CU130_BUILD, CUDA_TORCH, matrix(), files=damaged,
+            installed_version="0.1.0+cu130", record_missing=record_missing,
+        )  # fmt: skip
+        assert report.fixes == [f"pip install {start} --no-deps wheelops --index-url {INDEX}/cu130"]
+        other_cuda = evaluate(CU130_BUILD, torch_runtime("2.10.0+cu128", "12.8"), matrix(),
+                              files=FILES, record_missing=record_missing)  # fmt: skip
+        assert other_cuda.fixes[0].startswith(f"pip install {start} --no-deps wheelops ")

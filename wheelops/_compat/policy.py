@@ -159,6 +159,7 @@ class Inputs:
     changed_libraries: Mapping[str, str] | None = None
     installed_version: str | None = None
     installed_from: str | None = None
+    record_missing: bool = False
 
 
 def evaluate(
@@ -178,6 +179,7 @@ def evaluate(
     installed_from: str | None = None,
     import_failure: str | None = None,
     nvidia_wheels: Sequence[str] | None = None,
+    record_missing: bool = False,
     compilers: Sequence[CompilerProbe] | None = None,
     autograd: AutogradFacts | None = None,
 ) -> Report:
@@ -205,9 +207,13 @@ def evaluate(
     that would serve instead (None: not probed; the doctor probes). `autograd`: the torch
     internals the autograd layer uses, as probed (None: not probed; the doctor probes;
     reported where the build facts can be read). `nvidia_wheels`: the installed
-    distributions named nvidia-* (None: not looked at; the doctor looks).
+    distributions named nvidia-* (None: not looked at; the doctor looks). `record_missing`:
+    the install's .dist-info has no RECORD, so pip cannot uninstall it: every wheelops
+    install command writes over it instead (Matrix.without_record).
     """
-    rules = _Rules(matrix, runtime, cuda_override, installed_version, installed_from)
+    rules = _Rules(
+        matrix, runtime, cuda_override, installed_version, installed_from, record_missing
+    )
     about_install = []
     if import_failure is not None:
         about_install.append(rules.import_failure(build, import_failure))
@@ -266,7 +272,7 @@ def evaluate(
         assert runtime.torch_cuda is not None
         findings.append(rules.driver(runtime.torch_cuda, driver))
     if gpus is not None and chosen is not None:
-        findings += [gpu_finding(build, chosen, runtime, matrix, gpu) for gpu in gpus]
+        findings += [gpu_finding(build, chosen, runtime, rules.matrix, gpu) for gpu in gpus]
     if autograd is not None:  # which layer serves the ops' derivatives, where ops can load
         about_install.append(autograd_finding(autograd))
     return Report(build, runtime, tuple(candidates), tuple(findings + about_install))
@@ -461,11 +467,13 @@ class _Rules:
     cuda_override: int | str | None = None
     installed_version: str | None = None
     installed_from: str | None = None
+    record_missing: bool = False
 
     @cached_property
     def matrix(self) -> Matrix:
         given = self.matrix_or_reader
-        return given() if callable(given) else given
+        model = given() if callable(given) else given
+        return model.without_record() if self.record_missing else model
 
     @property
     def override(self) -> int | None:
