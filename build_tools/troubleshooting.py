@@ -341,7 +341,9 @@ IN_A_CHECKOUT = [
 
 def finding(situation: Situation) -> Any:
     published = matrix.matrix()
-    published = dataclasses.replace(published, index_url=published.published_index_url)
+    published = dataclasses.replace(
+        published, index_url=published.published_index_url, mirrored=False
+    )
     report = policy.evaluate(
         situation.build,
         situation.runtime,

@@ -1,8 +1,9 @@
 """Every fix the guard prints that can run here is run, and must cure what it names.
 
 A venv gets the wheel under test from a PEP 503 index served on 127.0.0.1
-(WHEELOPS_INDEX_URL points the guard's commands at it; PIP_INDEX_URL at a
-loopback stand-in for PyPI holding the universal wheel, unlabelled), an install fault is
+(WHEELOPS_INDEX_URL points the guard's commands at it, the universal wheel's too, as at a
+mirror; PIP_INDEX_URL at a loopback stand-in for PyPI holding the universal wheel,
+unlabelled), an install fault is
 made, the guard's own fix commands are taken from `python -m wheelops --json`
 and run as printed, and then `import wheelops` must work and the finding be
 gone. Commands that need the internet (PyTorch's index) cannot run here; the
@@ -122,7 +123,7 @@ class Venv:
 
     def command(self, variant: str) -> str:
         """The guard's own reinstall command for `variant`, against these indexes."""
-        return replace(matrix(), index_url=self.index_url).install_command(variant)
+        return replace(matrix(), index_url=self.index_url, mirrored=True).install_command(variant)
 
     def runnable(self, command: str) -> bool:
         return command.startswith("unset ") or self.variant_of(command) is not None

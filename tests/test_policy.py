@@ -636,3 +636,20 @@ def test_without_record_every_install_command_writes_over_the_install():
         other_cuda = evaluate(CU130_BUILD, torch_runtime("2.10.0+cu128", "12.8"), matrix(),
                               files=FILES, record_missing=record_missing)  # fmt: skip
         assert other_cuda.fixes[0].startswith(f"pip install {start} --no-deps wheelops ")
+
+
+def test_wheelops_index_url_serves_every_command_the_universal_wheels_too(monkeypatch):
+    """docs/compatibility.md: WHEELOPS_INDEX_URL replaces the index in the fix commands (a
+    mirror of the index, which `nox -s index` lays out with whl/universal/ too)."""
+    from wheelops._compat.matrix import load
+
+    pypi = load().pypi_variant
+    assert load().install_command(pypi) == "pip install --force-reinstall --no-deps wheelops"
+    monkeypatch.setenv("WHEELOPS_INDEX_URL", "http://mirror.example/whl/")
+    mirrored = load()
+    for variant in (pypi, "cu130"):
+        assert mirrored.install_command(variant) == (
+            f"pip install --force-reinstall --no-deps wheelops "
+            f"--index-url http://mirror.example/whl/{variant}"
+        )
+    assert mirrored.reinstall_command("0.1.0", None).endswith(f"whl/{pypi}")  # PyPI's wheel

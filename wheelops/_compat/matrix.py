@@ -60,6 +60,9 @@ class Matrix:
     # is, --force-reinstall fails and --ignore-installed writes over it (without_record).
     # (Keyword-only: the build's model, build_tools/matrix.py, adds fields without defaults.)
     pip_install: str = field(default="pip install --force-reinstall --no-deps", kw_only=True)
+    # WHEELOPS_INDEX_URL is set: a mirror of the index (nox -s index: whl/<label>/ for every
+    # wheel, universal included) serves every command, the PyPI wheel's too.
+    mirrored: bool = field(default=False, kw_only=True)
 
     def without_record(self) -> Matrix:
         """The commands for an install whose RECORD is missing."""
@@ -103,7 +106,7 @@ class Matrix:
     # the torch installed stays.
     def install_command(self, variant: str) -> str:
         command = f"{self.pip_install} wheelops"
-        if variant == self.pypi_variant:
+        if variant == self.pypi_variant and not self.mirrored:
             return command  # from PyPI
         return f"{command} --index-url {self.index_url}/{variant}"
 
@@ -171,6 +174,7 @@ def model_of(
     return matrix_type(
         # An override for mirrors and for testing a local index.
         index_url=os.environ.get("WHEELOPS_INDEX_URL", data["index_url"]).rstrip("/"),
+        mirrored=bool(os.environ.get("WHEELOPS_INDEX_URL")),
         torch_index_url=data["torch_index_url"].rstrip("/"),
         source_url=data["source_url"],
         default_variant=data["default_variant"],
