@@ -529,13 +529,7 @@ def _run_cross_row(
     session.log(f"[{name}] row done in {time.monotonic() - started:.0f} s")
 
 
-# What differs by wheel and by torch build: packaging, build facts, which library loads, the
-# guard, the doctor, damage, the printed fixes; and one op.
-WHEEL_TESTS = tuple(
-    f"tests/test_{name}.py"
-    for name in ("build", "distribution", "sbom", "policy", "guard_loading", "doctor_reports",
-                 "damaged_install", "fixes_cure", "add")
-)  # fmt: skip
+WHEEL_TESTS = build_matrix.WHEEL_TESTS
 
 
 def _tests_of_cell(variant: str, torch: str, args: argparse.Namespace) -> tuple[str, ...]:

@@ -168,6 +168,18 @@ def has_cuda(v: Variant) -> bool:
     return bool(v.cuda or v.parts)
 
 
+# What a cell under a CPU-only torch runs in a --quick run that has a CUDA-carrying row
+# (noxfile._tests_of_cell; the README's matrix table says so): what differs by wheel and by
+# torch build: packaging, build facts, which library loads, the guard, the doctor, damage,
+# the printed fixes; and one op.
+WHEEL_TESTS = tuple(
+    f"tests/test_{name}.py"
+    for name in ("build", "distribution", "sbom", "policy", "guard_loading", "doctor_reports",
+                 "damaged_install", "fixes_cure", "add")
+)  # fmt: skip
+WHEEL_TESTS_SAID = "the loading, guard, doctor, damage and fix tests, one op"
+
+
 def e2e_torches(matrix: Matrix, v: Variant, quick: bool) -> list[str]:
     """The torch releases `nox -s e2e` tests a variant's wheel with on this platform: all
     of its own (a quick run: its quick ones and smoke_torch), and for a CUDA wheel the CPU
