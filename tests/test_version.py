@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _checkout import import_build_tools
+from _checkout import REPO, import_build_tools
 
 import wheelops
 
@@ -47,8 +47,7 @@ def test_python_m_wheelops_version_prints_it():
 
 
 def test_the_changelog_has_this_version_and_the_readme_the_policy():
-    repo = PACKAGE.parent
-    changelog = (repo / "CHANGELOG.md").read_text()
+    changelog = (REPO / "CHANGELOG.md").read_text()
     assert f"\n## {version.base_version()} " in changelog
-    readme = (repo / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     assert "\n## Versioning\n" in readme and "(CHANGELOG.md)" in readme
