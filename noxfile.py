@@ -56,6 +56,7 @@ from build_tools import matrix as build_matrix  # noqa: E402
 from build_tools import sbom, wheel_files  # noqa: E402
 from build_tools.build_facts import git_commit  # noqa: E402
 from build_tools.cuda_toolkit import CUOBJDUMP_REQUIREMENT  # noqa: E402
+from build_tools.repair import ABI_AUDIT_REQUIREMENT  # noqa: E402
 from build_tools.torch_install import NEWEST, resolve  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
@@ -84,6 +85,8 @@ TEST_REQUIREMENTS = [
     "cmake",  # test_cmake_config configures projects with find_package(wheelops)
     CUOBJDUMP_REQUIREMENT,  # test_build reads the SASS and PTX each CUDA library holds
     sbom.VALIDATOR_REQUIREMENT,  # test_sbom checks the wheel's SBOM against CycloneDX 1.6
+    "mypy==2.4.1",  # test_typing type-checks user code against the installed wheel (py.typed)
+    ABI_AUDIT_REQUIREMENT,  # test_build audits the installed libraries' stable ABI
 ]
 # The deploy example: CMake and Ninja from PyPI; LibTorch is the installed torch's.
 DEPLOY_REQUIREMENTS = ["cmake", "ninja"]
@@ -526,13 +529,7 @@ def _run_cross_row(
     session.log(f"[{name}] row done in {time.monotonic() - started:.0f} s")
 
 
-# What differs by wheel and by torch build: packaging, build facts, which library loads, the
-# guard, the doctor, damage, the printed fixes; and one op.
-WHEEL_TESTS = tuple(
-    f"tests/test_{name}.py"
-    for name in ("build", "distribution", "sbom", "policy", "guard_loading", "doctor_reports",
-                 "damaged_install", "fixes_cure", "add")
-)  # fmt: skip
+WHEEL_TESTS = build_matrix.WHEEL_TESTS
 
 
 def _tests_of_cell(variant: str, torch: str, args: argparse.Namespace) -> tuple[str, ...]:

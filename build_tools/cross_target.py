@@ -21,6 +21,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,7 @@ def compiler(machine: str) -> Path:
     found = shutil.which(name)
     if found is not None:
         return Path(found)
+    triple = name.removesuffix("-g++")
     root = cache_dir() / f"cross-gcc-{machine}"
     stamp = root / ".wheelops-complete"
     if not stamp.is_file():
@@ -156,7 +158,6 @@ def compiler(machine: str) -> Path:
 
         staging = root.with_name(root.name + ".staging")
         shutil.rmtree(staging, ignore_errors=True)
-        triple = name.removesuffix("-g++")
         # The cross packages only: the host libraries they need come with the host's
         # own compiler (gmp, mpfr, mpc, isl) and binutils.
         debs = debian_packages.fetch(
@@ -165,27 +166,52 @@ def compiler(machine: str) -> Path:
         for deb in debs:
             with deb_data(deb) as data:
                 data.extractall(staging / "sysroot", filter="tar")
-        for tool in ("g++", "gcc"):
-            wrapper = staging / "bin" / f"{triple}-{tool}"
-            wrapper.parent.mkdir(parents=True, exist_ok=True)
-            wrapper.write_text(
-                f'#!/bin/sh\nexec "{root}/sysroot/usr/bin/{triple}-{tool}" '
-                f'--sysroot="{root}/sysroot" "$@"\n'
-            )
-            wrapper.chmod(0o755)
         shutil.rmtree(staging / "debs")
         shutil.rmtree(root, ignore_errors=True)
         staging.rename(root)
         stamp.write_text("\n".join(d.name for d in debs) + "\n")
+    _write_wrappers(root, triple)  # every time: a cache unpacked by an older wrapper is mended
     cxx = root / "bin" / name
-    try:
-        subprocess.run([str(cxx), "--version"], capture_output=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as err:
-        raise ToolkitError(
-            f"the fetched {name} ({cxx}) does not run here ({err}); install Debian's "
-            f"g++-{name.removesuffix('-g++')} instead"
-        ) from None
+    _check_compiles(cxx, f"install Debian's g++-{triple} instead")
     return cxx
+
+
+def _write_wrappers(root: Path, triple: str) -> None:
+    """bin/<triple>-{g++,gcc}: the unpacked compiler with its folder as --sysroot. The cross
+    binutils it runs (as, ld) are x86_64 programs that link libopcodes/libbfd of their own
+    (libopcodes-2.40-arm64.so), unpacked to usr/lib/x86_64-linux-gnu beside them, where the
+    loader never looks: the wrapper names that folder (a machine with Debian's cross binutils
+    installed has them on the loader's path, which hid this)."""
+    libs = root / "sysroot" / "usr" / "lib" / "x86_64-linux-gnu"
+    for tool in ("g++", "gcc"):
+        wrapper = root / "bin" / f"{triple}-{tool}"
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        wrapper.write_text(
+            f'#!/bin/sh\nLD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n'
+            f"export LD_LIBRARY_PATH\n"
+            f'exec "{root}/sysroot/usr/bin/{triple}-{tool}" --sysroot="{root}/sysroot" "$@"\n'
+        )
+        wrapper.chmod(0o755)
+
+
+def _check_compiles(cxx: Path, advice: str) -> None:
+    """Compile and assemble one line with `cxx`, or ToolkitError with its own error: `--version`
+    alone runs neither the assembler nor the linker, which is where an unpacked toolchain
+    fails (a library of its binutils not found)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "probe.cpp"
+        source.write_text("int wheelops_probe(int x) { return x + 1; }\n")
+        try:
+            subprocess.run(
+                [str(cxx), "-shared", "-fPIC", str(source), "-o", str(Path(tmp) / "probe.so")],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+        except OSError as err:
+            raise ToolkitError(f"{cxx} does not run here ({err}); {advice}") from None
+        except subprocess.CalledProcessError as err:
+            raise ToolkitError(
+                f"{cxx} cannot build a shared library here: {err.stderr.strip()}; {advice}"
+            ) from None
 
 
 def provide(machine: str) -> CrossTarget:

@@ -21,7 +21,15 @@ from pathlib import Path
 import torch
 
 import wheelops
-from build_tools import build_facts, cublaslt, cuda_library, cxx_runtime, flags, native_sources
+from build_tools import (
+    build_facts,
+    cublaslt,
+    cuda_library,
+    cxx_runtime,
+    flags,
+    native_sources,
+    stubs,
+)
 from build_tools.arch_list import ArchList
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.plan import prepare_cuda_build
@@ -153,6 +161,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
         built,
         dev_mode=True,
     )
+    stubs.write(CHECKOUT / "wheelops", CHECKOUT / "wheelops")  # mypy on the checkout
     # Written by the build's writer, read back by this package's reader.
     info = read_build_info(build_facts.write(facts, cache))
     if not isinstance(info, BuildInfo):

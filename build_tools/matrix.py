@@ -98,6 +98,15 @@ class Matrix(_model.Matrix):
         return fitting[0].arch_list
 
 
+def torch_floor(matrix: Matrix) -> str:
+    """The oldest torch any variant is tested with ("2.10.0"): the one every wheel serves."""
+
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split("+")[0].split("."))
+
+    return min((t for v in matrix.variants for t in v.torch), key=release)
+
+
 def load(path: Path = _model.MATRIX_FILE) -> Matrix:
     """The build's model of matrix.json, refusing a key neither model knows (a typo)."""
     data = _model.read(path)
@@ -157,6 +166,18 @@ def wheels(matrix: Matrix) -> list[Variant]:
 
 def has_cuda(v: Variant) -> bool:
     return bool(v.cuda or v.parts)
+
+
+# What a cell under a CPU-only torch runs in a --quick run that has a CUDA-carrying row
+# (noxfile._tests_of_cell; the README's matrix table says so): what differs by wheel and by
+# torch build: packaging, build facts, which library loads, the guard, the doctor, damage,
+# the printed fixes; and one op.
+WHEEL_TESTS = tuple(
+    f"tests/test_{name}.py"
+    for name in ("build", "distribution", "sbom", "policy", "guard_loading", "doctor_reports",
+                 "damaged_install", "fixes_cure", "add")
+)  # fmt: skip
+WHEEL_TESTS_SAID = "the loading, guard, doctor, damage and fix tests, one op"
 
 
 def e2e_torches(matrix: Matrix, v: Variant, quick: bool) -> list[str]:

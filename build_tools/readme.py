@@ -66,10 +66,18 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
             "the newest on PyPI when CI runs" if t == NEWEST else t
             for t in build_matrix.e2e_torches(matrix, v, quick)
         ]
-        # noxfile._tests_of_cell: under --quick, CPU-only torches run the wheel tests.
+        # noxfile._tests_of_cell: under --quick with a CUDA-carrying row, a CPU-only torch's
+        # cell runs the wheel's own test files, the other cells the suite.
+        cuda_rows = [r for r in rows if r in matrix.names and build_matrix.has_cuda(
+            matrix.variant(r))]  # fmt: skip
+        wheel_tests = (
+            f"{len(build_matrix.WHEEL_TESTS)} wheel test files: {build_matrix.WHEEL_TESTS_SAID}"
+        )
         what = "the suite"
-        if quick and "universal" in rows:
-            what = "the suite; under a CPU-only torch, the wheel's loading, guard and doctor tests"
+        if quick and cuda_rows:
+            what = wheel_tests if not build_matrix.has_cuda(v) else (
+                f"the suite; under a CPU-only torch, {wheel_tests}"
+            )  # fmt: skip
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:

@@ -7,7 +7,9 @@ anything: torch's libraries and the CUDA runtime come from the user's torch, so
 bundling a second copy would load two of each. Then `auditwheel show` must
 confirm the tag, `abi3audit --strict` that the libraries keep to the stable
 Python ABI of cp310-abi3, `check-wheel-contents` that the layout is sound,
-build_tools/native_check.py each library's platform, NEEDED, SASS and PTX, and the
+build_tools/native_check.py each library's platform, NEEDED, SASS and PTX, Quansight's
+`torch-abi-audit --check torch` (an outside check: every library on torch's stable ABI, the
+torch it needs no newer than the matrix's floor), and the
 CycloneDX schema that the SBOM the build wrote is valid (build_tools/sbom.py). A
 cross-built wheel (--plat manylinux_2_28_aarch64) is repaired and checked here too:
 these tools read ELF files, whatever the host.
@@ -26,6 +28,10 @@ from pathlib import Path
 
 from build_tools import matrix as build_matrix
 from build_tools import sbom
+
+# The outside stable-ABI audit (PyPI; vLLM gates on it): repair-requirements.txt and the
+# test sessions install it (tests/test_build.py checks they agree).
+ABI_AUDIT_REQUIREMENT = "torch-abi-audit==0.3.0"
 
 # Provided at run time by torch (and the CUDA runtime it depends on): never vendored.
 EXCLUDED_LIBRARIES = (
@@ -90,11 +96,49 @@ def check(wheel: Path, plat: str) -> None:
     _run(sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel))
     _run(sys.executable, "-m", "check_wheel_contents", str(wheel))
     _run(sys.executable, "-m", "build_tools.native_check", str(wheel))
+    with tempfile.TemporaryDirectory() as unpacked:
+        import zipfile
+
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(unpacked)
+        problems = abi_audit_problems(
+            torch_abi_audit(Path(unpacked)), build_matrix.torch_floor(build_matrix.load())
+        )
+    if problems:
+        raise SystemExit(f"torch-abi-audit: {wheel.name}: " + "; ".join(problems))
     try:
         sbom.validate(sbom.read(wheel))
     except sbom.SbomError as err:
         raise SystemExit(f"{wheel.name}: {err}") from None
     print(f"repaired and checked: {wheel} (its SBOM is valid CycloneDX {sbom.SPEC_VERSION})")
+
+
+def torch_abi_audit(folder: Path) -> dict:
+    """`torch-abi-audit <folder> --check torch --json`: its report (SystemExit where it
+    fails the check or cannot run)."""
+    import json
+    import shutil
+
+    tool = shutil.which("torch-abi-audit") or str(Path(sys.executable).with_name("torch-abi-audit"))
+    output = _run(tool, str(folder), "--check", "torch", "--json")
+    return json.loads(output[output.index("{") :])
+
+
+def abi_audit_problems(report: dict, floor: str) -> list[str]:
+    """What the audit's report says is wrong: a library off torch's stable ABI, or one that
+    needs a torch other than the floor (the wheel promises every torch >= the floor; a
+    higher minimum breaks that, a lower one means the build's TORCH_TARGET_VERSION drifted)."""
+    libraries = [*report.get("bundled_libs", []), *report.get("extensions", [])]
+    problems = [] if libraries else ["it found no native library"]
+    for lib in libraries:
+        name, torch = Path(lib["path"]).name, lib.get("torch") or {}
+        if lib.get("error"):
+            problems.append(f"{name}: {lib['error']}")
+        elif not torch.get("stable") or torch.get("unstable_symbols"):
+            problems.append(f"{name} uses torch's unstable ABI: {torch.get('unstable_symbols')}")
+        elif torch.get("min_torch_version") != floor:
+            problems.append(f"{name} needs torch {torch.get('min_torch_version')}, not {floor}")
+    return problems
 
 
 def _check_library_hashes(wheel: Path) -> None:

@@ -17,6 +17,7 @@ this one true for the wheels it makes (`relabel`).
 from __future__ import annotations
 
 import argparse
+import email.parser
 import hashlib
 import importlib.metadata
 import json
@@ -38,6 +39,11 @@ SPEC_VERSION = "1.6"
 BUILD_INFO = "wheelops/_build_info.json"
 LIBRARY = "wheelops:library"  # property: the native library a component belongs to
 NVIDIA_RUNTIME = ("libcudart.so", "libcublasLt.so", "libcublas.so")
+# Licences known without a distribution's metadata to read: GCC's runtime and compiler,
+# and NVIDIA's runtime (its PyPI wheels' METADATA names it so).
+GCC_RUNTIME_LICENSE = "GPL-3.0-or-later WITH GCC-exception-3.1"
+GCC_LICENSE = "GPL-3.0-or-later"
+NVIDIA_LICENSE = "NVIDIA Proprietary Software"
 
 
 def sha256(path: Path) -> str:
@@ -58,6 +64,22 @@ def _hashes(digest: str) -> list[dict[str, str]]:
 
 def _props(**values: str) -> list[dict[str, str]]:
     return [{"name": f"wheelops:{k.replace('_', '-')}", "value": v} for k, v in values.items()]
+
+
+def licenses(metadata: Any) -> list[dict[str, Any]] | None:
+    """CycloneDX `licenses` from core metadata: its SPDX `License-Expression`, else a short
+    `License` field as a name (a long one is the licence's text), else unknown (None)."""
+    expression = metadata.get("License-Expression")
+    if expression:
+        return [{"expression": expression}]
+    name = (metadata.get("License") or "").strip()
+    if name and "\n" not in name and len(name) <= 100 and name.upper() != "UNKNOWN":
+        return [{"license": {"name": name}}]
+    return None
+
+
+def _named(name: str) -> list[dict[str, Any]]:
+    return [{"license": {"name": name}}]
 
 
 def _pypi_purl(name: str, version: str) -> str:
@@ -81,6 +103,7 @@ def installed_distribution(name: str, scope: str, library: str | None) -> dict[s
         purl=purl,
         scope=scope,
         hashes=_hashes(digest) if digest else None,
+        licenses=licenses(dist.metadata),
         properties=props,
     )
 
@@ -99,6 +122,7 @@ def _pinned(pin: cuda12_toolkit.Pinned, library: str) -> dict[str, Any]:
         purl=purl,
         scope="excluded",
         hashes=_hashes(pin.sha256),
+        licenses=_named(NVIDIA_LICENSE),  # every pin is NVIDIA's CUDA 12.4 toolkit
         properties=[
             *_props(hashed=f"the downloaded {pin.location}"),
             {"name": LIBRARY, "value": library},
@@ -145,6 +169,7 @@ def toolkit_components(toolkit: CudaToolkit, library: str) -> list[dict[str, Any
             toolkit.version,
             bom_ref=f"nvcc#{library}",
             scope="excluded",
+            licenses=_named(NVIDIA_LICENSE),
             hashes=_hashes(sha256(toolkit.nvcc)),
             properties=[
                 *_props(hashed=str(toolkit.nvcc), origin=toolkit.origin),
@@ -155,10 +180,16 @@ def toolkit_components(toolkit: CudaToolkit, library: str) -> list[dict[str, Any
 
 
 def document(
-    facts: dict[str, Any], package: Path, version: str, toolkits: tuple[CudaToolkit, ...]
+    facts: dict[str, Any],
+    package: Path,
+    version: str,
+    toolkits: tuple[CudaToolkit, ...],
+    license_expression: str | None = None,
 ) -> dict[str, Any]:
     """The SBOM of a wheel of `version` whose package folder `package` holds the libraries
-    the build facts `facts` name; `toolkits`: those the CUDA libraries were built with."""
+    the build facts `facts` name; `toolkits`: those the CUDA libraries were built with;
+    `license_expression`: wheelops's own (the wheel's METADATA)."""
+    own = [{"expression": license_expression}] if license_expression else None
     me = _pypi_purl("wheelops", version)
     components: list[dict[str, Any]] = []
     depends: dict[str, list[str]] = {me: []}
@@ -172,12 +203,14 @@ def document(
             f"{facts['stable_abi_floor']} serves",
         }
     )
+    compiler_name = facts["compiler"].split(":", 1)[0]
     compiler = _component(
         "application",
-        facts["compiler"].split(":", 1)[0],
+        compiler_name,
         facts["compiler"].split(": ", 1)[-1],
         bom_ref="compiler",
         scope="excluded",
+        licenses=[{"expression": GCC_LICENSE}] if "g++" in compiler_name else None,
     )
     runtime = _component(
         "library",
@@ -185,6 +218,7 @@ def document(
         None,
         bom_ref="libstdc++.so.6",
         scope="required",
+        licenses=[{"expression": GCC_RUNTIME_LICENSE}],
         properties=_props(linked=facts["cxx_runtime"] or "none", provided_by="the system"),
     )
     components += [torch, compiler, runtime]
@@ -209,6 +243,7 @@ def document(
                 bom_ref=ref,
                 scope="required",
                 hashes=_hashes(sha256(path)),
+                licenses=own,
                 properties=props or None,
             )
         )
@@ -224,6 +259,7 @@ def document(
                     lib["cublaslt_version"] if "cublas" in soname else lib["cuda_version"],
                     bom_ref=f"{soname}#{file}",
                     scope="required",
+                    licenses=_named(NVIDIA_LICENSE),
                     properties=[
                         *_props(provided_by="torch's CUDA wheels (not in this wheel)"),
                         {"name": LIBRARY, "value": file},
@@ -247,6 +283,7 @@ def document(
                 version,
                 bom_ref=me,
                 purl=me,
+                licenses=own,
                 properties=_props(git_commit=facts["git_commit"], platform=facts["platform"]),
             ),
             "tools": {"components": [_component("application", "build_tools.sbom", version)]},
@@ -259,7 +296,8 @@ def document(
 def write(distinfo: Path, package: Path, version: str, toolkits: tuple[CudaToolkit, ...]) -> Path:
     """Write the SBOM into a wheel's .dist-info folder, from the build facts in `package`."""
     facts = json.loads((package / "_build_info.json").read_text())
-    sbom = document(facts, package, version, toolkits)
+    metadata = email.parser.HeaderParser().parsestr((distinfo / "METADATA").read_text())
+    sbom = document(facts, package, version, toolkits, metadata.get("License-Expression"))
     path = distinfo / "sboms" / SBOM_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(sbom, indent=1) + "\n")

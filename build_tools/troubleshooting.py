@@ -98,6 +98,7 @@ class Situation:
     cuda_override: int | None = None
     damaged_files: tuple[Any, ...] | None = None
     other_installs: tuple[str, ...] = ()
+    nvidia_wheels: tuple[str, ...] | None = None
     changed_libraries: dict[str, str] = field(default_factory=dict)
     installed_version: str | None = "0.1.0+cu130"  # METADATA's: the recorded cu130 wheel
     compilers: tuple[Any, ...] | None = None
@@ -291,6 +292,18 @@ IN_THE_REPORT += [
         other_installs=(f"{SITE} (installed (wheelops-0.1.0+cu130))",),
         check="other wheelops",
     ),
+    Situation(
+        "NVIDIA wheels of the CUDA major torch no longer uses, left behind where torch was "
+        "replaced (`pip install wheelops` into an older torch: README, Install)",
+        nvidia_wheels=(
+            "nvidia-cublas",
+            "nvidia-cublas-cu12",
+            "nvidia-cuda-runtime",
+            "nvidia-cuda-runtime-cu12",
+            "nvidia-cudnn-cu13",
+        ),
+        check="NVIDIA wheels",
+    ),
 ]
 IN_THE_REPORT += [
     Situation(
@@ -328,7 +341,9 @@ IN_A_CHECKOUT = [
 
 def finding(situation: Situation) -> Any:
     published = matrix.matrix()
-    published = dataclasses.replace(published, index_url=published.published_index_url)
+    published = dataclasses.replace(
+        published, index_url=published.published_index_url, mirrored=False
+    )
     report = policy.evaluate(
         situation.build,
         situation.runtime,
@@ -340,6 +355,7 @@ def finding(situation: Situation) -> Any:
         cuda_override=situation.cuda_override,
         damaged_files=situation.damaged_files,
         other_installs=situation.other_installs,
+        nvidia_wheels=situation.nvidia_wheels,
         changed_libraries=situation.changed_libraries,
         installed_version=situation.installed_version,
         compilers=situation.compilers,

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _checkout import import_build_tools
+from _checkout import REPO, import_build_tools
 
 import_build_tools()
 from build_tools import cross_target, emulation, native_check, readme  # noqa: E402
@@ -115,3 +115,15 @@ def test_the_native_check_refuses_another_machine_and_foreign_links(tmp_path):
     wheel = _wheel(tmp_path, f"manylinux_2_28_{machine}", {"_ops_cpu.abi3.so": bad})
     (problem,) = native_check.problems(wheel)
     assert "libtorch_cuda.so" in problem and "libcudart.so.13" in problem  # not a CUDA library
+
+
+def test_the_readme_says_what_the_cpu_only_cells_run():
+    """Under --quick with a CUDA row, a CPU-only torch's cell runs the wheel's own test files
+    (noxfile._tests_of_cell), not the suite: the matrix table says so and counts them."""
+    rows, quick = readme.ci_rows()
+    if not (quick and "cpu" in rows and "universal" in rows):
+        pytest.skip(".ci/run runs no --quick cpu row beside a CUDA row")
+    said = readme.tested_here(MATRIX, MATRIX.variant("cpu"))
+    assert f"({len(build_matrix.WHEEL_TESTS)} wheel test files" in said and "suite" not in said
+    assert all((REPO / test).is_file() for test in build_matrix.WHEEL_TESTS)
+    assert "WHEEL_TESTS = build_matrix.WHEEL_TESTS" in (REPO / "noxfile.py").read_text()

@@ -1,8 +1,9 @@
 """Every fix the guard prints that can run here is run, and must cure what it names.
 
 A venv gets the wheel under test from a PEP 503 index served on 127.0.0.1
-(WHEELOPS_INDEX_URL points the guard's commands at it; PIP_INDEX_URL at a
-loopback stand-in for PyPI holding the universal wheel, unlabelled), an install fault is
+(WHEELOPS_INDEX_URL points the guard's commands at it, the universal wheel's too, as at a
+mirror; PIP_INDEX_URL at a loopback stand-in for PyPI holding the universal wheel,
+unlabelled), an install fault is
 made, the guard's own fix commands are taken from `python -m wheelops --json`
 and run as printed, and then `import wheelops` must work and the finding be
 gone. Commands that need the internet (PyTorch's index) cannot run here; the
@@ -122,14 +123,16 @@ class Venv:
 
     def command(self, variant: str) -> str:
         """The guard's own reinstall command for `variant`, against these indexes."""
-        return replace(matrix(), index_url=self.index_url).install_command(variant)
+        return replace(matrix(), index_url=self.index_url, mirrored=True).install_command(variant)
 
     def runnable(self, command: str) -> bool:
         return command.startswith("unset ") or self.variant_of(command) is not None
 
     def variant_of(self, command: str) -> str | None:
         """The variant a printed command installs, if it installs wheelops from us."""
-        if not command.startswith("pip install --force-reinstall --no-deps wheelops"):
+        # pip's way in: --force-reinstall, or --ignore-installed where RECORD is gone
+        starts = {m.pip_install for m in (matrix(), matrix().without_record())}
+        if not any(command.startswith(f"{start} wheelops") for start in starts):
             return None
         if "--index-url" not in command:
             return PYPI
@@ -220,12 +223,22 @@ FAULTS: dict[str, tuple[Callable[[Venv, dict[str, Path]], None], str]] = {
         "library",
     ),
     "bytes changed in a library's middle": (lambda v, b: _change_middle(_slot(v)), "library"),
+    # pip cannot uninstall without RECORD: --force-reinstall fails, the fix must not (#46)
+    "RECORD deleted and a library changed": (
+        lambda v, b: (_record(v).unlink(), _change_middle(_slot(v))),
+        "library",
+    ),
     "empty build facts": (lambda v, b: _write_facts(v, {}), "build facts"),
     "override not a CUDA major": (
         lambda v, b: v.extra_env.update(WHEELOPS_CUDA_LIBRARY="0"),
         "CUDA",
     ),
 }
+
+
+def _record(venv: Venv) -> Path:
+    (dist_info,) = venv.site.glob("wheelops-*.dist-info")
+    return dist_info / "RECORD"
 
 
 def _sibling(venv: Venv) -> Path:

@@ -600,3 +600,61 @@ def test_autograd_row(missing, requested, public, status, words, fix):
     assert report_of(CU130_BUILD, CUDA_TORCH).finding("autograd") is None  # import's: none
     unreadable = UnreadableBuildInfo("/w/_build_info.json", "missing", False)  # no ops load
     assert evaluate(unreadable, CUDA_TORCH, matrix(), autograd=facts).finding("autograd") is None
+
+
+# NVIDIA wheels of a CUDA major torch does not use (left behind where torch was replaced).
+NVIDIA_WHEELS = ("nvidia-cublas", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12",
+                 "nvidia_cudnn_cu13", "nvidia-ml-py")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("runtime", "leftover"),
+    [
+        (CUDA_TORCH, "nvidia-cublas-cu12 nvidia-cuda-runtime-cu12"),  # CUDA 13: the cu12 ones
+        (torch_runtime("2.10.0+cu128", "12.8"), "nvidia-cudnn-cu13"),  # CUDA 12: the cu13 one
+        (torch_runtime("2.13.0+cpu"), None),  # a CPU torch uses none: another package may
+    ],
+)
+def test_nvidia_wheels_of_another_cuda_major_are_degraded_with_the_uninstall(runtime, leftover):
+    build = CU130_BUILD if runtime.torch_cuda != "12.8" else CPU_BUILD
+    report = report_of(build, runtime, nvidia_wheels=NVIDIA_WHEELS)
+    finding = report.finding("NVIDIA wheels")
+    if leftover is None:
+        assert finding is None
+        return
+    assert finding is not None and finding.status is Status.DEGRADED
+    assert finding.fix == (f"pip uninstall -y {leftover}",)
+    assert report.exit_status == 0  # torch loads none of them: wheelops serves
+    assert report_of(build, runtime).finding("NVIDIA wheels") is None  # not looked at
+
+
+def test_without_record_every_install_command_writes_over_the_install():
+    """pip cannot uninstall a distribution whose RECORD is gone (`Cannot uninstall wheelops
+    ..., RECORD file not found`): --force-reinstall fails there, --ignore-installed works."""
+    damaged = (LibraryFile("cpu", "/w/_ops_cpu.abi3.so", True, "truncated"), FILES[1])
+    for record_missing, start in ((False, "--force-reinstall"), (True, "--ignore-installed")):
+        report = evaluate(
+            CU130_BUILD, CUDA_TORCH, matrix(), files=damaged,
+            installed_version="0.1.0+cu130", record_missing=record_missing,
+        )  # fmt: skip
+        assert report.fixes == [f"pip install {start} --no-deps wheelops --index-url {INDEX}/cu130"]
+        other_cuda = evaluate(CU130_BUILD, torch_runtime("2.10.0+cu128", "12.8"), matrix(),
+                              files=FILES, record_missing=record_missing)  # fmt: skip
+        assert other_cuda.fixes[0].startswith(f"pip install {start} --no-deps wheelops ")
+
+
+def test_wheelops_index_url_serves_every_command_the_universal_wheels_too(monkeypatch):
+    """docs/compatibility.md: WHEELOPS_INDEX_URL replaces the index in the fix commands (a
+    mirror of the index, which `nox -s index` lays out with whl/universal/ too)."""
+    from wheelops._compat.matrix import load
+
+    pypi = load().pypi_variant
+    assert load().install_command(pypi) == "pip install --force-reinstall --no-deps wheelops"
+    monkeypatch.setenv("WHEELOPS_INDEX_URL", "http://mirror.example/whl/")
+    mirrored = load()
+    for variant in (pypi, "cu130"):
+        assert mirrored.install_command(variant) == (
+            f"pip install --force-reinstall --no-deps wheelops "
+            f"--index-url http://mirror.example/whl/{variant}"
+        )
+    assert mirrored.reinstall_command("0.1.0", None).endswith(f"whl/{pypi}")  # PyPI's wheel

@@ -29,6 +29,8 @@ def main(argv=None) -> int:  # argv: list[str] | None
         "print the fix when they do not fit. Exit status: 0 usable, 1 cannot serve.",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    version = getattr(wheelops, "__version__", None) or _version_in_file() or "unknown"
+    parser.add_argument("--version", action="version", version=f"wheelops {version}")
     args = parser.parse_args(argv)
     import_error = getattr(wheelops, "_import_error", None) or _first_use_error()
     try:
@@ -101,8 +103,17 @@ def _error_report(error: BaseException, imported: bool = False) -> dict:
 
 
 def _version_in_file():  # -> str | None
-    """The version _version.py assigns, read as text: import stopped before it (an old
-    Python) or it is damaged (then None)."""
+    """The installed distribution's version (METADATA's, its label included), else the one
+    _version.py assigns, read as text: import stopped before it (an old Python) or it is
+    damaged (then None)."""
+    try:
+        from wheelops._compat.record import installed_version
+
+        version = installed_version(PACKAGE_DIR)
+        if version:
+            return version
+    except Exception:  # the reader damaged, or beyond this Python: _version.py's
+        pass
     try:
         text = (PACKAGE_DIR / "_version.py").read_text()
     except (OSError, UnicodeDecodeError):

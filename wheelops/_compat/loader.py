@@ -193,6 +193,7 @@ def load_libraries(
         changed_libraries={},
         installed_version=record.installed_version(PACKAGE_DIR),
         installed_from=record.installed_from(PACKAGE_DIR),
+        record_missing=record.record_missing(PACKAGE_DIR),
     )
     report = _evaluate()
     if verify:  # a library that is not the wheel's may abort the process once mapped
@@ -233,10 +234,11 @@ def _evaluate(**extra: Any) -> Report:
 
 def read_matrix() -> Matrix:
     """matrix.json's model, read where a rule needs it (a fix command): never by a load
-    whose checks all pass."""
+    whose checks all pass. Its commands suit this install (one without RECORD included)."""
     from .matrix import matrix
 
-    return matrix()
+    inputs = _state.inputs
+    return matrix().without_record() if inputs and inputs.record_missing else matrix()
 
 
 def report_with_devices(
@@ -247,7 +249,7 @@ def report_with_devices(
 ) -> Report:
     """The doctor's report: what import decided, plus the driver, every GPU, the installed
     files against the wheel's RECORD (without one, every library against its build's
-    sha256), the other wheelops on sys.path (none of which
+    sha256), the other wheelops on sys.path, NVIDIA's wheels (none of which
     import pays for) and the autograd layer that serves the ops."""
     found = _state.inputs or Inputs(installed()[0])
     hashes = found.build.library_sha256 if isinstance(found.build, BuildInfo) else None
@@ -256,10 +258,13 @@ def report_with_devices(
     except Exception as err:  # the reader itself is damaged (import does not call it)
         damaged = [f"{record.__file__} is damaged ({type(err).__name__}: {err})"]
     torch_here = this_process().torch_kind != "missing"
+    from .probes import nvidia_wheels  # the doctor's alone: import never lists distributions
+
     return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged,
                      other_installs=other_installs(PACKAGE_DIR),
                      import_failure=import_failure, compilers=compilers,
-                     autograd=torch_internals.facts() if torch_here else None)  # fmt: skip
+                     autograd=torch_internals.facts() if torch_here else None,
+                     nvidia_wheels=nvidia_wheels())  # fmt: skip
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:

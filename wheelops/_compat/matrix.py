@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,6 +55,18 @@ class Matrix:
     default_variant: str  # the CUDA variant whose torch the guard suggests by default
     pypi_variant: str  # the wheel PyPI gets, unlabelled
     variants: tuple[Variant, ...]
+    # How every wheelops install command starts. pip cannot uninstall a distribution whose
+    # RECORD is gone ("Cannot uninstall wheelops ..., RECORD file not found"), so where it
+    # is, --force-reinstall fails and --ignore-installed writes over it (without_record).
+    # (Keyword-only: the build's model, build_tools/matrix.py, adds fields without defaults.)
+    pip_install: str = field(default="pip install --force-reinstall --no-deps", kw_only=True)
+    # WHEELOPS_INDEX_URL is set: a mirror of the index (nox -s index: whl/<label>/ for every
+    # wheel, universal included) serves every command, the PyPI wheel's too.
+    mirrored: bool = field(default=False, kw_only=True)
+
+    def without_record(self) -> Matrix:
+        """The commands for an install whose RECORD is missing."""
+        return replace(self, pip_install="pip install --ignore-installed --no-deps")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -93,8 +105,8 @@ class Matrix:
     # The commands the guard prints. --no-deps: the wheelops index holds no torch, and
     # the torch installed stays.
     def install_command(self, variant: str) -> str:
-        command = "pip install --force-reinstall --no-deps wheelops"
-        if variant == self.pypi_variant:
+        command = f"{self.pip_install} wheelops"
+        if variant == self.pypi_variant and not self.mirrored:
             return command  # from PyPI
         return f"{command} --index-url {self.index_url}/{variant}"
 
@@ -116,7 +128,7 @@ class Matrix:
         if installed_from and not indexed and Path(installed_from).is_file():
             import shlex  # only this command needs it: import never prints one
 
-            return f"pip install --force-reinstall --no-deps {shlex.quote(installed_from)}"
+            return f"{self.pip_install} {shlex.quote(installed_from)}"
         for variant in (label, built_as):
             if variant in self.names:
                 return self.install_command(variant)
@@ -132,7 +144,7 @@ class Matrix:
         return (
             f"git clone {self.source_url} && cd wheelops && "
             f'TORCH_CUDA_ARCH_LIST="{arch_list}" python -m nox -s build -- cu130 && '
-            "pip install --force-reinstall --no-deps dist/cu130/wheelops-*.whl"
+            f"{self.pip_install} dist/cu130/wheelops-*.whl"
         )
 
 
@@ -165,6 +177,7 @@ def model_of(
     return matrix_type(
         # An override for mirrors and for testing a local index.
         index_url=os.environ.get("WHEELOPS_INDEX_URL", data["index_url"]).rstrip("/"),
+        mirrored=bool(os.environ.get("WHEELOPS_INDEX_URL")),
         torch_index_url=data["torch_index_url"].rstrip("/"),
         source_url=data["source_url"],
         default_variant=data["default_variant"],

@@ -159,6 +159,7 @@ class Inputs:
     changed_libraries: Mapping[str, str] | None = None
     installed_version: str | None = None
     installed_from: str | None = None
+    record_missing: bool = False
 
 
 def evaluate(
@@ -177,6 +178,8 @@ def evaluate(
     installed_version: str | None = None,
     installed_from: str | None = None,
     import_failure: str | None = None,
+    nvidia_wheels: Sequence[str] | None = None,
+    record_missing: bool = False,
     compilers: Sequence[CompilerProbe] | None = None,
     autograd: AutogradFacts | None = None,
 ) -> Report:
@@ -203,9 +206,14 @@ def evaluate(
     (the doctor runs past it). `compilers`: torch's run-time C++ compiler, then the ones
     that would serve instead (None: not probed; the doctor probes). `autograd`: the torch
     internals the autograd layer uses, as probed (None: not probed; the doctor probes;
-    reported where the build facts can be read).
+    reported where the build facts can be read). `nvidia_wheels`: the installed
+    distributions named nvidia-* (None: not looked at; the doctor looks). `record_missing`:
+    the install's .dist-info has no RECORD, so pip cannot uninstall it: every wheelops
+    install command writes over it instead (Matrix.without_record).
     """
-    rules = _Rules(matrix, runtime, cuda_override, installed_version, installed_from)
+    rules = _Rules(
+        matrix, runtime, cuda_override, installed_version, installed_from, record_missing
+    )
     about_install = []
     if import_failure is not None:
         about_install.append(rules.import_failure(build, import_failure))
@@ -215,6 +223,9 @@ def evaluate(
         about_install.append(rules.other_installs(other_installs))
     if compilers:
         about_install.append(rules.cxx_compiler(compilers[0], compilers[1:]))
+    leftover = other_major_nvidia_wheels(runtime, nvidia_wheels or ())
+    if leftover:
+        about_install.append(rules.other_major_nvidia_wheels(leftover))
     if isinstance(build, UnreadableBuildInfo):
         finding = rules.unreadable_facts(build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in files)
@@ -261,10 +272,27 @@ def evaluate(
         assert runtime.torch_cuda is not None
         findings.append(rules.driver(runtime.torch_cuda, driver))
     if gpus is not None and chosen is not None:
-        findings += [gpu_finding(build, chosen, runtime, matrix, gpu) for gpu in gpus]
+        findings += [gpu_finding(build, chosen, runtime, rules.matrix, gpu) for gpu in gpus]
     if autograd is not None:  # which layer serves the ops' derivatives, where ops can load
         about_install.append(autograd_finding(autograd))
     return Report(build, runtime, tuple(candidates), tuple(findings + about_install))
+
+
+def other_major_nvidia_wheels(runtime: RuntimeFacts, installed: Sequence[str]) -> list[str]:
+    """The NVIDIA wheels of another CUDA major than a CUDA torch's, by their names' suffix
+    (nvidia-cublas-cu12; CUDA 13's are unsuffixed, nvidia-cublas, or -cu13). None under a
+    torch without CUDA: another package may use them there."""
+    if runtime.torch_kind != "cuda" or not runtime.torch_cuda:
+        return []
+    major = runtime.torch_cuda.split(".")[0]
+    return sorted(
+        name
+        for name in {n.lower().replace("_", "-") for n in installed}
+        if name.startswith("nvidia-")
+        and name.rsplit("-cu", 1)[-1].isdigit()
+        and "-cu" in name
+        and name.rsplit("-cu", 1)[1] != major
+    )
 
 
 def _not_enforced(finding: Finding) -> Finding:
@@ -439,11 +467,13 @@ class _Rules:
     cuda_override: int | str | None = None
     installed_version: str | None = None
     installed_from: str | None = None
+    record_missing: bool = False
 
     @cached_property
     def matrix(self) -> Matrix:
         given = self.matrix_or_reader
-        return given() if callable(given) else given
+        model = given() if callable(given) else given
+        return model.without_record() if self.record_missing else model
 
     @property
     def override(self) -> int | None:
@@ -778,6 +808,23 @@ class _Rules:
             f"this process imports wheelops from the first on sys.path; also there, and not "
             f"used: {'; '.join(others)}. Remove the one you do not want, or run from another "
             "directory (a source tree in the current directory comes first)",
+        )  # fmt: skip
+
+    def other_major_nvidia_wheels(self, leftover: Sequence[str]) -> Finding:
+        """NVIDIA's wheels of a CUDA major torch does not use: left behind where torch was
+        replaced by one of another CUDA (`pip install wheelops` upgrades a torch older than
+        its floor from PyPI). Nothing loads them; they hold gigabytes and name a CUDA that
+        this environment no longer runs, which misleads whoever reads `pip list`."""
+        assert self.runtime.torch_cuda is not None
+        majors = sorted({name.rsplit("-cu", 1)[1] for name in leftover})
+        return Finding(
+            "NVIDIA wheels", Status.DEGRADED, f"those of CUDA {self.runtime.torch_cuda[0]}",
+            f"also CUDA {', '.join(majors)}: {', '.join(leftover)}",
+            f"NVIDIA wheels of CUDA {' and '.join(majors)} are installed, and torch "
+            f"{self.runtime.torch_version} uses CUDA {self.runtime.torch_cuda}: left behind "
+            "when torch was replaced (torch does not load them). Uninstall them unless "
+            "another package of this environment needs them",
+            (f"pip uninstall -y {' '.join(leftover)}",),
         )  # fmt: skip
 
     def cxx_compiler(self, probe: CompilerProbe, working: Sequence[CompilerProbe]) -> Finding:

@@ -143,3 +143,11 @@ def cxx_compilers() -> list[CompilerProbe]:
             if probe.runtime == "shared":
                 found.append(probe)
     return found
+
+
+def nvidia_wheels() -> list[str]:
+    """The installed distributions named nvidia-* (their names, as pip lists them)."""
+    import importlib.metadata
+
+    names = (dist.metadata["Name"] or "" for dist in importlib.metadata.distributions())
+    return sorted({name for name in names if name.lower().startswith("nvidia")})

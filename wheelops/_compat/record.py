@@ -48,6 +48,12 @@ def record_of(package_dir: Path) -> Path | None:
     return None
 
 
+def record_missing(package_dir: Path) -> bool:
+    """Whether the install's .dist-info lacks its RECORD (pip cannot uninstall it then)."""
+    record = record_of(package_dir)
+    return record is not None and not record.exists()
+
+
 def installed_version(package_dir: Path) -> str | None:
     """The version the installed distribution's METADATA names ("0.1.0+cu130"), whose local
     label names the wheel's variant; None for a source tree or an unreadable METADATA."""
