@@ -56,8 +56,8 @@ class Rule:
     dtype_roundings: float = 0.0
     relative_roundings: float = 0.0
     # The size of the float32 terms behind each value, per element, where the result can
-    # cancel (silu_and_mul's d/da crosses zero with terms of |g b|): there the result's rms
-    # understates its float32 error. None: the result's rms.
+    # cancel (a gated product's derivative crosses zero with terms of |g b|): there its rms
+    # understates the float32 error. None: the result's rms.
     terms: torch.Tensor | None = None
 
 
