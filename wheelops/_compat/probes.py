@@ -146,8 +146,17 @@ def cxx_compilers() -> list[CompilerProbe]:
 
 
 def nvidia_wheels() -> list[str]:
-    """The installed distributions named nvidia-* (their names, as pip lists them)."""
+    """The installed distributions named nvidia-* (their names, as pip lists them). A
+    distribution whose METADATA cannot be read (wheelops' own, damaged, included: its own
+    finding names it) is skipped: this probe must not stop the doctor."""
     import importlib.metadata
 
-    names = (dist.metadata["Name"] or "" for dist in importlib.metadata.distributions())
-    return sorted({name for name in names if name.lower().startswith("nvidia")})
+    names = set()
+    for dist in importlib.metadata.distributions():
+        try:
+            name = dist.metadata["Name"] or ""
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if name.lower().startswith("nvidia"):
+            names.add(name)
+    return sorted(names)
