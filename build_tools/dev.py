@@ -115,6 +115,23 @@ def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: boo
     return Path(path)
 
 
+def _build_accelerator(cache: Path, verbose: bool) -> Path:
+    """The optional autograd accelerator for this torch and CPython (wheelops/ops/_accel.py)."""
+    from torch.utils import cpp_extension
+
+    (cache / "accel").mkdir(parents=True, exist_ok=True)
+    cpp_extension.load(
+        name="wheelops_accel",
+        sources=[str(native_sources.ACCEL_SOURCE)],
+        extra_cflags=["-O2"],
+        build_directory=str(cache / "accel"),
+        with_cuda=False,
+        is_python_module=False,
+        verbose=verbose,
+    )
+    return cache / "accel" / "wheelops_accel.so"
+
+
 def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     """Build the native libraries from csrc/ (incrementally), load them, register the ops.
 
@@ -170,7 +187,9 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     loader.load_libraries(
         info, Path(cpu_path), {lib.major: cuda_path for lib in info.cuda_libraries}
     )
-    from wheelops.ops import register_python_kernels_at_first_lookup
+    from wheelops.ops import _accel, register_python_kernels_at_first_lookup
+
+    _accel.use_build(_build_accelerator(cache, verbose))
 
     register_python_kernels_at_first_lookup()
     return info

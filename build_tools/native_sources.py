@@ -9,6 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
 INCLUDE_DIR = CSRC / "include"
+# The optional autograd accelerator: built per torch version, outside the stable ABI.
+ACCEL_SOURCE = CSRC / "accel" / "autograd_accel.cpp"
 
 
 def _sources(root: Path, suffix: str) -> list[Path]:

@@ -1,0 +1,558 @@
+// The optional autograd accelerator (DESIGN.md 13): the eager path of the ops that a
+// training loop calls most, in C++ — argument unpacking, the choice between the
+// differentiable and the inference op, and the autograd nodes — for one exact torch.
+//
+// Outside the stable ABI on purpose: torch's C++ autograd and Python bindings change
+// between minors, so this file is built once per torch version and loaded only for that
+// exact version (wheelops/ops/_accel.py). Where it is absent or refused, the stable-ABI
+// layer (wheelops/ops/_autograd_fast.py) serves the same ops with the same formulas.
+//
+// Each entry returns NotImplemented where the Python layer must decide (a torch.func
+// transform, a forward-mode AD level, a __torch_function__ override, an argument of an
+// unexpected type): the caller then takes the full path. The entries never check the
+// ops' arguments: the kernels do (once, in one place), as on the Python path.
+
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <Python.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/forward_grad.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/version.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using OptionalTensor = std::optional<Tensor>;
+
+// --- the ops, looked up once -------------------------------------------------------------
+
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> lookup(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+#define WHEELOPS_OP(fn, name, ...)                          \
+  const c10::TypedOperatorHandle<__VA_ARGS__>& fn() {       \
+    static const auto handle = lookup<__VA_ARGS__>(name);   \
+    return handle;                                          \
+  }
+
+using Tensors2 = std::tuple<Tensor, Tensor>;
+using Tensors3 = std::tuple<Tensor, Tensor, Tensor>;
+
+WHEELOPS_OP(add_op, "wheelops::add", Tensor(const Tensor&, const Tensor&))
+WHEELOPS_OP(relu_scale_op, "wheelops::relu_scale", Tensor(const Tensor&, double))
+WHEELOPS_OP(relu_scale_with_mask_op, "wheelops::relu_scale_with_mask",
+            Tensors2(const Tensor&, double))
+WHEELOPS_OP(relu_scale_backward_op, "wheelops::relu_scale_backward",
+            Tensor(const Tensor&, const Tensor&, double))
+WHEELOPS_OP(softmax_op, "wheelops::softmax", Tensor(const Tensor&, int64_t))
+WHEELOPS_OP(softmax_backward_op, "wheelops::softmax_backward",
+            Tensor(const Tensor&, const Tensor&, int64_t))
+WHEELOPS_OP(layer_norm_op, "wheelops::layer_norm",
+            Tensors3(const Tensor&, const OptionalTensor&, const OptionalTensor&, double))
+WHEELOPS_OP(layer_norm_inference_op, "wheelops::layer_norm_inference",
+            Tensor(const Tensor&, const OptionalTensor&, const OptionalTensor&, double))
+WHEELOPS_OP(layer_norm_backward_op, "wheelops::layer_norm_backward",
+            std::tuple<OptionalTensor, OptionalTensor, OptionalTensor>(
+                const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                const OptionalTensor&, bool, bool, bool))
+WHEELOPS_OP(rms_norm_op, "wheelops::rms_norm",
+            Tensors2(const Tensor&, const OptionalTensor&, double))
+WHEELOPS_OP(rms_norm_inference_op, "wheelops::rms_norm_inference",
+            Tensor(const Tensor&, const OptionalTensor&, double))
+WHEELOPS_OP(rms_norm_backward_op, "wheelops::rms_norm_backward",
+            std::tuple<OptionalTensor, OptionalTensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                       const OptionalTensor&, bool, bool))
+WHEELOPS_OP(bias_gelu_op, "wheelops::bias_gelu",
+            Tensor(const Tensor&, const Tensor&, c10::string_view))
+WHEELOPS_OP(bias_gelu_backward_op, "wheelops::bias_gelu_backward",
+            Tensors2(const Tensor&, const Tensor&, const Tensor&, c10::string_view))
+WHEELOPS_OP(silu_and_mul_op, "wheelops::silu_and_mul", Tensor(const Tensor&))
+WHEELOPS_OP(silu_and_mul_backward_op, "wheelops::silu_and_mul_backward",
+            Tensor(const Tensor&, const Tensor&))
+WHEELOPS_OP(fused_linear_gelu_op, "wheelops::fused_linear_gelu",
+            Tensors2(const Tensor&, const Tensor&, const OptionalTensor&, c10::string_view, bool,
+                     bool))
+WHEELOPS_OP(fused_linear_gelu_backward_op, "wheelops::fused_linear_gelu_backward",
+            std::tuple<OptionalTensor, OptionalTensor, OptionalTensor>(
+                const Tensor&, const Tensor&, const Tensor&, const Tensor&, c10::string_view,
+                bool, bool, bool, bool))
+
+#undef WHEELOPS_OP
+
+OptionalTensor as_optional(const Tensor& t) {
+  return t.defined() ? OptionalTensor(t) : std::nullopt;
+}
+
+Tensor value_or_undefined(OptionalTensor&& t) {
+  return t.has_value() ? std::move(*t) : Tensor();
+}
+
+// A backward op runs straight below autograd unless a graph of the backward is being
+// built (create_graph): then its own Autograd kernel (Python) records it or refuses.
+template <typename Call>
+auto backward_call(Call&& call) {
+  if (at::GradMode::is_enabled()) {
+    return call();
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return call();
+}
+
+// --- the autograd nodes: the same formulas as the ops' Python modules -------------------
+
+struct AddFunction : torch::autograd::Function<AddFunction> {
+  static Tensor forward(AutogradContext*, const Tensor& a, const Tensor& b) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return add_op().call(a, b);
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    return {grads[0], grads[0]};
+  }
+};
+
+struct ReluScaleFunction : torch::autograd::Function<ReluScaleFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, double alpha) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [out, mask] = relu_scale_with_mask_op().call(x, alpha);
+    ctx->mark_non_differentiable({mask});
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({mask});
+    ctx->saved_data["alpha"] = alpha;
+    return {out, mask};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) {
+      return {Tensor(), Tensor()};
+    }
+    auto mask = ctx->get_saved_variables()[0];
+    double alpha = ctx->saved_data["alpha"].toDouble();
+    auto grad_x = backward_call([&] { return relu_scale_backward_op().call(grads[0], mask, alpha); });
+    return {grad_x, Tensor()};
+  }
+};
+
+struct SoftmaxFunction : torch::autograd::Function<SoftmaxFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t dim) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto out = softmax_op().call(x, dim);
+    ctx->save_for_backward({out});
+    ctx->saved_data["dim"] = dim;
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto out = ctx->get_saved_variables()[0];
+    int64_t dim = ctx->saved_data["dim"].toInt();
+    auto grad_x = backward_call([&] { return softmax_backward_op().call(grads[0], out, dim); });
+    return {grad_x, Tensor()};
+  }
+};
+
+struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x,
+                               const OptionalTensor& weight, const OptionalTensor& bias,
+                               double eps) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [out, mean, rstd] = layer_norm_op().call(x, weight, bias, eps);
+    ctx->mark_non_differentiable({mean, rstd});
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({x, weight.value_or(Tensor()), mean, rstd});
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    return {out, mean, rstd};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) {
+      return {Tensor(), Tensor(), Tensor(), Tensor()};
+    }
+    auto saved = ctx->get_saved_variables();
+    // needs_input_grad counts the tensor inputs given: an absent weight or bias has none.
+    size_t edge = 0;
+    bool x_grad = ctx->needs_input_grad(edge++);
+    bool weight_grad = saved[1].defined() && ctx->needs_input_grad(edge++);
+    bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(edge++);
+    auto [gx, gw, gb] = backward_call([&] {
+      return layer_norm_backward_op().call(grads[0], saved[0], saved[2], saved[3],
+                                           as_optional(saved[1]), x_grad, weight_grad, bias_grad);
+    });
+    return {value_or_undefined(std::move(gx)), value_or_undefined(std::move(gw)),
+            value_or_undefined(std::move(gb)), Tensor()};
+  }
+};
+
+struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x,
+                               const OptionalTensor& weight, double eps) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [out, rstd] = rms_norm_op().call(x, weight, eps);
+    ctx->mark_non_differentiable({rstd});
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({x, weight.value_or(Tensor()), rstd});
+    return {out, rstd};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) {
+      return {Tensor(), Tensor(), Tensor()};
+    }
+    auto saved = ctx->get_saved_variables();
+    auto [gx, gw] = backward_call([&] {
+      return rms_norm_backward_op().call(grads[0], saved[0], saved[2], as_optional(saved[1]),
+                                         ctx->needs_input_grad(0),
+                                         saved[1].defined() && ctx->needs_input_grad(1));
+    });
+    return {value_or_undefined(std::move(gx)), value_or_undefined(std::move(gw)), Tensor()};
+  }
+};
+
+struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& bias,
+                        const std::string& approximate) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto out = bias_gelu_op().call(x, bias, approximate);
+    ctx->save_for_backward({x, bias});
+    ctx->saved_data["approximate"] = approximate;
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto approximate = ctx->saved_data["approximate"].toStringRef();
+    auto [gx, gb] = backward_call(
+        [&] { return bias_gelu_backward_op().call(grads[0], saved[0], saved[1], approximate); });
+    return {gx, gb, Tensor()};
+  }
+};
+
+struct SiluAndMulFunction : torch::autograd::Function<SiluAndMulFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto out = silu_and_mul_op().call(x);
+    ctx->save_for_backward({x});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto x = ctx->get_saved_variables()[0];
+    return {backward_call([&] { return silu_and_mul_backward_op().call(grads[0], x); })};
+  }
+};
+
+struct FusedLinearGeluFunction : torch::autograd::Function<FusedLinearGeluFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
+                               const OptionalTensor& bias, const std::string& approximate,
+                               bool allow_tf32, bool keep_pre_activation) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [out, pre] = fused_linear_gelu_op().call(input, weight, bias, approximate, allow_tf32,
+                                                  keep_pre_activation);
+    ctx->mark_non_differentiable({pre});
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({input, weight, bias.value_or(Tensor()), pre});
+    ctx->saved_data["approximate"] = approximate;
+    ctx->saved_data["allow_tf32"] = allow_tf32;
+    return {out, pre};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) {
+      return variable_list(6);
+    }
+    auto saved = ctx->get_saved_variables();
+    auto approximate = ctx->saved_data["approximate"].toStringRef();
+    bool allow_tf32 = ctx->saved_data["allow_tf32"].toBool();
+    auto [gi, gw, gb] = backward_call([&] {
+      return fused_linear_gelu_backward_op().call(
+          grads[0], saved[0], saved[1], saved[3], approximate, allow_tf32,
+          ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+          saved[2].defined() && ctx->needs_input_grad(2));
+    });
+    variable_list result(6);
+    result[0] = value_or_undefined(std::move(gi));
+    result[1] = value_or_undefined(std::move(gw));
+    result[2] = value_or_undefined(std::move(gb));
+    return result;
+  }
+};
+
+// --- the Python entries ---------------------------------------------------------------
+
+// Whether the Python layer must take this call: a torch.func transform or a forward-mode
+// AD level is active (the C++ nodes have no JVP; the Python layer's Functions do).
+bool transforms_active() {
+  // A torch.func transform includes its front-mode key while any of its levels is active.
+  return c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerFrontMode) ||
+         torch::autograd::ForwardADLevel::try_get_by_idx(0) != nullptr ||
+         at::impl::torch_function_mode_enabled();
+}
+
+// A torch.Tensor or nn.Parameter, no subclass (a subclass may override __torch_function__).
+bool plain_tensor(PyObject* obj) {
+  return THPVariable_CheckExact(obj);
+}
+
+bool optional_tensor(PyObject* obj) {
+  return obj == Py_None || plain_tensor(obj);
+}
+
+Tensor unpack(PyObject* obj) {
+  return obj == Py_None ? Tensor() : THPVariable_Unpack(obj);
+}
+
+bool wants_gradient(std::initializer_list<const Tensor*> tensors) {
+  if (!at::GradMode::is_enabled()) {
+    return false;
+  }
+  for (const Tensor* t : tensors) {
+    if (t->defined() && t->requires_grad()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+PyObject* wrap(Tensor t) {
+  return THPVariable_Wrap(std::move(t));
+}
+
+PyObject* wrap_pair(Tensor a, Tensor b) {
+  PyObject* first = wrap(std::move(a));
+  if (first == nullptr) {
+    return nullptr;
+  }
+  PyObject* second = wrap(std::move(b));
+  if (second == nullptr) {
+    Py_DECREF(first);
+    return nullptr;
+  }
+  PyObject* pair = PyTuple_Pack(2, first, second);
+  Py_DECREF(first);
+  Py_DECREF(second);
+  return pair;
+}
+
+// Python float or int -> double; false (with no Python error left) for anything else.
+bool as_double(PyObject* obj, double* out) {
+  if (PyFloat_CheckExact(obj)) {
+    *out = PyFloat_AS_DOUBLE(obj);
+    return true;
+  }
+  if (PyLong_CheckExact(obj)) {
+    *out = PyLong_AsDouble(obj);
+    if (*out == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool as_int(PyObject* obj, int64_t* out) {
+  if (!PyLong_CheckExact(obj)) {
+    return false;
+  }
+  int overflow = 0;
+  *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  return overflow == 0 && !(*out == -1 && PyErr_Occurred());
+}
+
+bool as_string(PyObject* obj, std::string* out) {
+  if (!PyUnicode_CheckExact(obj)) {
+    return false;
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(obj, &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  out->assign(data, static_cast<size_t>(size));
+  return true;
+}
+
+bool as_bool(PyObject* obj, bool* out) {
+  if (!PyBool_Check(obj)) {
+    return false;
+  }
+  *out = obj == Py_True;
+  return true;
+}
+
+#define DECLINE() Py_RETURN_NOTIMPLEMENTED
+
+PyObject* add_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 2 || !plain_tensor(args[0]) || !plain_tensor(args[1]) || transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& a = THPVariable_Unpack(args[0]);
+  const Tensor& b = THPVariable_Unpack(args[1]);
+  if (wants_gradient({&a, &b})) {
+    return wrap(AddFunction::apply(a, b));
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return wrap(add_op().call(a, b));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* relu_scale_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  double alpha = 0;
+  if (nargs != 2 || !plain_tensor(args[0]) || !as_double(args[1], &alpha) ||
+      transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& x = THPVariable_Unpack(args[0]);
+  if (wants_gradient({&x})) {
+    return wrap(ReluScaleFunction::apply(x, alpha)[0]);
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return wrap(relu_scale_op().call(x, alpha));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* softmax_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  int64_t dim = 0;
+  if (nargs != 2 || !plain_tensor(args[0]) || !as_int(args[1], &dim) || transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& x = THPVariable_Unpack(args[0]);
+  if (wants_gradient({&x})) {
+    return wrap(SoftmaxFunction::apply(x, dim));
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return wrap(softmax_op().call(x, dim));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* layer_norm_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  double eps = 0;
+  if (nargs != 4 || !plain_tensor(args[0]) || !optional_tensor(args[1]) ||
+      !optional_tensor(args[2]) || !as_double(args[3], &eps) || transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& x = THPVariable_Unpack(args[0]);
+  Tensor weight = unpack(args[1]);
+  Tensor bias = unpack(args[2]);
+  if (wants_gradient({&x, &weight, &bias})) {
+    return wrap(LayerNormFunction::apply(x, as_optional(weight), as_optional(bias), eps)[0]);
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return wrap(layer_norm_inference_op().call(x, as_optional(weight), as_optional(bias), eps));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* rms_norm_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  double eps = 0;
+  if (nargs != 3 || !plain_tensor(args[0]) || !optional_tensor(args[1]) ||
+      !as_double(args[2], &eps) || transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& x = THPVariable_Unpack(args[0]);
+  Tensor weight = unpack(args[1]);
+  if (wants_gradient({&x, &weight})) {
+    return wrap(RmsNormFunction::apply(x, as_optional(weight), eps)[0]);
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return wrap(rms_norm_inference_op().call(x, as_optional(weight), eps));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* bias_gelu_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  std::string approximate;
+  if (nargs != 3 || !plain_tensor(args[0]) || !plain_tensor(args[1]) ||
+      !as_string(args[2], &approximate) || transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& x = THPVariable_Unpack(args[0]);
+  const Tensor& bias = THPVariable_Unpack(args[1]);
+  if (wants_gradient({&x, &bias})) {
+    return wrap(BiasGeluFunction::apply(x, bias, approximate));
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return wrap(bias_gelu_op().call(x, bias, approximate));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* silu_and_mul_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 1 || !plain_tensor(args[0]) || transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& x = THPVariable_Unpack(args[0]);
+  if (wants_gradient({&x})) {
+    return wrap(SiluAndMulFunction::apply(x));
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return wrap(silu_and_mul_op().call(x));
+  END_HANDLE_TH_ERRORS
+}
+
+// Returns (output, pre_activation), as the op does.
+PyObject* fused_linear_gelu_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  std::string approximate;
+  bool allow_tf32 = false;
+  bool keep = false;
+  if (nargs != 6 || !plain_tensor(args[0]) || !plain_tensor(args[1]) ||
+      !optional_tensor(args[2]) || !as_string(args[3], &approximate) ||
+      !as_bool(args[4], &allow_tf32) || !as_bool(args[5], &keep) || transforms_active()) {
+    DECLINE();
+  }
+  const Tensor& input = THPVariable_Unpack(args[0]);
+  const Tensor& weight = THPVariable_Unpack(args[1]);
+  Tensor bias = unpack(args[2]);
+  if (wants_gradient({&input, &weight, &bias})) {
+    if (!keep) {
+      // Without the pre-activation the backward computes the GEMM again: the Python
+      // layer's case (wheelops.fused_linear_gelu keeps it whenever a gradient is wanted).
+      DECLINE();
+    }
+    auto outputs = FusedLinearGeluFunction::apply(input, weight, as_optional(bias), approximate,
+                                                  allow_tf32, keep);
+    return wrap_pair(outputs[0], outputs[1]);
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  auto [out, pre] =
+      fused_linear_gelu_op().call(input, weight, as_optional(bias), approximate, allow_tf32, keep);
+  return wrap_pair(std::move(out), std::move(pre));
+  END_HANDLE_TH_ERRORS
+}
+
+#undef DECLINE
+
+#define ENTRY(name) \
+  {#name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(name##_entry)), METH_FASTCALL, nullptr}
+
+PyMethodDef methods[] = {
+    ENTRY(add),        ENTRY(relu_scale),   ENTRY(softmax),           ENTRY(layer_norm),
+    ENTRY(rms_norm),   ENTRY(bias_gelu),    ENTRY(silu_and_mul),      ENTRY(fused_linear_gelu),
+    {nullptr, nullptr, 0, nullptr},
+};
+
+#undef ENTRY
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "wheelops_accel", "wheelops' autograd accelerator", -1, methods,
+};
+
+}  // namespace
+
+// The module's name is the file's (wheelops/ops/_accel.py loads it by path).
+PyMODINIT_FUNC PyInit_wheelops_accel() {
+  PyObject* module = PyModule_Create(&module_def);
+  if (module != nullptr && PyModule_AddStringConstant(module, "TORCH_VERSION", TORCH_VERSION) < 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+}

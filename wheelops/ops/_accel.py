@@ -1,0 +1,90 @@
+"""The optional autograd accelerator (DESIGN.md 13): csrc/accel/autograd_accel.cpp, built
+for one exact torch version and CPython, serves the eager calls of the ops a training loop
+calls most; the stable-ABI layer (_autograd_fast.py) serves everything else, and every
+call where this module finds no accelerator for the running torch.
+
+A wheel carries one build per torch version it was made for, at
+``wheelops/_accel/torch<version>/wheelops_accel<EXT_SUFFIX>`` (the suffix names the
+CPython ABI). It is loaded only where ``<version>`` equals this torch's own, without its
+local label (the C++ autograd API it uses is the same in the CPU and CUDA builds of one
+version); any failure to load it leaves the stable-ABI layer serving, and
+``WHEELOPS_ACCEL=0`` turns it off. ``state()`` says which it is, for the doctor.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+_MODULE_NAME = "wheelops_accel"  # PyInit_wheelops_accel
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent / "_accel"
+
+_state: str | None = None  # None: not looked for yet
+_module: ModuleType | None = None
+_built_here: Path | None = None  # dev mode: the build in the JIT cache
+
+
+def torch_version() -> str:
+    """This torch's version without its local label: the directory name an accelerator
+    built for it sits under."""
+    return torch.__version__.split("+")[0]
+
+
+def expected_path() -> Path:
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    return _PACKAGE_DIR / f"torch{torch_version()}" / f"{_MODULE_NAME}{suffix}"
+
+
+def use_build(path: Path) -> None:
+    """Dev mode: serve from ``path`` (built from this checkout for this torch)."""
+    global _built_here, _state
+    _built_here, _state = path, None
+
+
+def _load() -> None:
+    global _state, _module
+    if os.environ.get("WHEELOPS_ACCEL", "1") == "0":
+        _state = "off (WHEELOPS_ACCEL=0)"
+        return
+    path = _built_here or expected_path()
+    if not path.is_file():
+        _state = f"absent for torch {torch_version()}: the stable-ABI autograd layer serves"
+        return
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(_MODULE_NAME, str(path))
+        spec = importlib.util.spec_from_file_location(_MODULE_NAME, path, loader=loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except Exception as err:  # a damaged or foreign build: the stable-ABI layer serves
+        _state = f"refused ({type(err).__name__}: {err}): the stable-ABI autograd layer serves"
+        return
+    if torch_version() != module.TORCH_VERSION:
+        _state = (
+            f"refused: built for torch {module.TORCH_VERSION}, this is {torch_version()}: "
+            "the stable-ABI autograd layer serves"
+        )
+        return
+    _module, _state = module, f"loaded for torch {torch_version()} from {path}"
+
+
+def state() -> str:
+    if _state is None:
+        _load()
+    assert _state is not None
+    return _state
+
+
+def entry(op: str) -> Callable[..., Any] | None:
+    """The accelerated eager entry of wheelops::`op`, or None where there is none."""
+    if _state is None:
+        _load()
+    return getattr(_module, op, None) if _module is not None else None
