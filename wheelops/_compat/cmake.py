@@ -28,12 +28,14 @@ from pathlib import Path
 from .facts import BuildInfo, torch_install
 from .loader import finding_lines, installed, library_files
 from .matrix import matrix
-from .policy import Report, Status, evaluate
+from .policy import Inputs, evaluate
+from .report import Report, Status
 
 
 def report_for(torch_root: Path) -> Report:
     build, cpu, cuda = installed()
-    return evaluate(build, torch_install(torch_root), matrix(), files=library_files(cpu, cuda))
+    inputs = Inputs(build, files=library_files(cpu, cuda))
+    return evaluate(inputs, torch_install(torch_root), matrix())
 
 
 def _cmake_string(text: str) -> str:
