@@ -113,9 +113,7 @@ def evaluate(
     build = inputs.build
     about_install = _about_install(ctx, inputs)
     if isinstance(build, UnreadableBuildInfo):
-        from .rules.install import unreadable_facts
-
-        finding = unreadable_facts(ctx, build)
+        finding = libraries.unreadable_facts(ctx, build)
         candidates = tuple(Candidate(f.role, f.path, False, finding.message) for f in inputs.files)
         return Report(build, runtime, candidates, (finding, *about_install))
     chosen = ctx.chosen_cuda(build)

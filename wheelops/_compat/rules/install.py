@@ -1,7 +1,6 @@
-"""The install around the libraries: build facts that cannot be read, an import that
-failed, files that differ from the wheel, other copies of wheelops, NVIDIA wheels of
-another CUDA major, and the C++ compiler torch builds with at run time. Import judges
-the first alone; the rest are the doctor's, which probes them."""
+"""The install around the libraries, as the doctor probes it (import reads none of it): an
+import that failed, files that differ from the wheel, other copies of wheelops, NVIDIA
+wheels of another CUDA major, and the C++ compiler torch builds with at run time."""
 
 from __future__ import annotations
 
@@ -15,27 +14,6 @@ from .context import Context
 if TYPE_CHECKING:  # the doctor's probes: not import
     from ..probes import CompilerProbe
     from ..record import FileDamage
-
-
-def unreadable_facts(ctx: Context, facts: UnreadableBuildInfo) -> Finding:
-    if facts.checkout:
-        return Finding(
-            "native libraries",
-            Status.FATAL,
-            "not built",
-            "source checkout",
-            "this is a source checkout whose native libraries are not built",
-            ("python -m build_tools.dev",),
-        )
-    return Finding(
-        "build facts",
-        Status.FATAL,
-        facts.path,
-        facts.state,
-        f"the package's build facts cannot be read: {facts.path} is {facts.state}, so "
-        "nothing says what its libraries need; the install is incomplete or damaged",
-        (ctx.reinstall(facts),),
-    )
 
 
 def import_failure(ctx: Context, build: BuildInfo | UnreadableBuildInfo, error: str) -> Finding:

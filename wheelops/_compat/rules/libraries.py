@@ -1,13 +1,35 @@
-"""The library files: which load and why, which are not chosen, and a file the loader must
-not be handed (missing, truncated, foreign)."""
+"""The library files and the build facts that describe them: facts that cannot be read,
+which libraries load and why, which are not chosen, and a file the loader must not be
+handed (missing, truncated, foreign)."""
 
 from __future__ import annotations
 
 from ..archs import describe
-from ..facts import BuildInfo
+from ..facts import BuildInfo, UnreadableBuildInfo
 from ..report import Finding, LibraryFile, Status
 from .context import Context, role_name
 from .process import torch_build
+
+
+def unreadable_facts(ctx: Context, facts: UnreadableBuildInfo) -> Finding:
+    if facts.checkout:
+        return Finding(
+            "native libraries",
+            Status.FATAL,
+            "not built",
+            "source checkout",
+            "this is a source checkout whose native libraries are not built",
+            ("python -m build_tools.dev",),
+        )
+    return Finding(
+        "build facts",
+        Status.FATAL,
+        facts.path,
+        facts.state,
+        f"the package's build facts cannot be read: {facts.path} is {facts.state}, so "
+        "nothing says what its libraries need; the install is incomplete or damaged",
+        (ctx.reinstall(facts),),
+    )
 
 
 def accepted(ctx: Context, build: BuildInfo, role: str) -> str:
