@@ -64,8 +64,9 @@ def cmake_settings(report: Report) -> str:
 
 def refusal(report: Report, torch_root: Path) -> str:
     fatal = [f for f in report.findings if f.status is Status.FATAL]
-    lines = [f"wheelops cannot serve the Torch at {torch_root} "
-             f"({report.runtime.describe_torch()}):"]  # fmt: skip
+    lines = [
+        f"wheelops cannot serve the Torch at {torch_root} ({report.runtime.describe_torch()}):"
+    ]
     for finding in fatal:
         lines += ["", *finding_lines(finding)]
     return "\n".join(lines)

@@ -346,14 +346,14 @@ def require(op: str) -> None:
         return
     if _state.error is not None:
         raise RuntimeError(f"wheelops.{op}: wheelops did not load.\n{_state.error}")
-    shadowed = other_installs(PACKAGE_DIR)  # only on this error path, never at import
+    shadowed = "; ".join(other_installs(PACKAGE_DIR))  # only on this error path, not import
+    unused = f" Not used, because {PACKAGE_DIR} comes first on sys.path: {shadowed}"
     raise RuntimeError(
         f"wheelops.{op}: the wheelops native libraries are not built. In a source "
         "checkout run `python -m build_tools.dev` (or call build_tools.dev.load()); "
         "otherwise reinstall with `pip install --force-reinstall --no-deps wheelops`."
-        + (f" Not used, because {PACKAGE_DIR} comes first on sys.path: "
-           + "; ".join(shadowed) if shadowed else "")
-    )  # fmt: skip
+        + (unused if shadowed else "")
+    )
 
 
 def require_cuda_kernels(op: str, tensor: torch.Tensor) -> None:
