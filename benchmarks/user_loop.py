@@ -97,22 +97,36 @@ def compiled(fn: Callable[..., object]) -> Callable[..., object]:
 
 
 def time_impls(
-    name: str, shape: str, dtype: torch.dtype, impls: dict[str, Callable[..., object]],
-    args: Sequence[object], wrt: Sequence[torch.Tensor], calls: int, rounds: int,
+    name: str,
+    shape: str,
+    dtype: torch.dtype,
+    impls: dict[str, Callable[..., object]],
+    args: Sequence[object],
+    wrt: Sequence[torch.Tensor],
+    calls: int,
+    rounds: int,
     device: torch.device,
-) -> list[Row]:  # fmt: skip
+) -> list[Row]:
     timed = {impl: loops(fn, args, wrt) for impl, fn in impls.items()}
     return [
-        Row(name, shape, dtype_name(dtype), pass_,
-            {impl: per_call_us(timed[impl][pass_], device, calls, rounds=rounds) for impl in timed})
+        Row(
+            name,
+            shape,
+            dtype_name(dtype),
+            pass_,
+            {impl: per_call_us(timed[impl][pass_], device, calls, rounds=rounds) for impl in timed},
+        )
         for pass_ in PASSES
-    ]  # fmt: skip
+    ]
 
 
 def linear_gelu_rows(
-    shapes: Sequence[tuple[int, int, int]], device: torch.device, calls: int, rounds: int,
+    shapes: Sequence[tuple[int, int, int]],
+    device: torch.device,
+    calls: int,
+    rounds: int,
     compile_: bool,
-) -> list[Row]:  # fmt: skip
+) -> list[Row]:
     rows = []
     for m, k, n in shapes:
         for dtype in LINEAR_GELU_DTYPES:
@@ -133,8 +147,9 @@ def linear_gelu_rows(
                     impls["compile"] = compiled(eager)
                 label = f"{m}x{k}->{n}" + (f" {approximate}" if approximate != "none" else "")
                 wrt = [linear.weight, linear.bias]
-                rows += time_impls("fused_linear_gelu", label, dtype, impls, (x,), wrt, calls,
-                                   rounds, device)  # fmt: skip
+                rows += time_impls(
+                    "fused_linear_gelu", label, dtype, impls, (x,), wrt, calls, rounds, device
+                )
     return rows
 
 
@@ -180,8 +195,10 @@ def other_op_rows(
                 problems[PEER] = problem
         label = spec.benchmark.label(shape)
         if spec.derivatives is None:
-            timed = {impl: per_call_us(lambda f=fn, a=args: f(*a), device, calls, rounds=rounds)
-                     for impl, fn in impls.items()}  # fmt: skip
+            timed = {
+                impl: per_call_us(lambda f=fn, a=args: f(*a), device, calls, rounds=rounds)
+                for impl, fn in impls.items()
+            }
             rows.append(Row(spec.name, label, dtype_name(dtype), "forward", timed, problems))
             continue
         rows += [
@@ -206,8 +223,10 @@ def table(rows: Sequence[Row]) -> str:
     for r in rows:
         cells = [_cell(r, i) for i in impls]
         ratios = [f"{s:.2f}x" if (s := r.speedup(i)) else "-" for i in over]
-        lines.append(f"| {r.op} | {r.shape} | {r.dtype} | {r.pass_} | {' | '.join(cells)} | "
-                     f"{' | '.join(ratios)} |")  # fmt: skip
+        lines.append(
+            f"| {r.op} | {r.shape} | {r.dtype} | {r.pass_} | {' | '.join(cells)} | "
+            f"{' | '.join(ratios)} |"
+        )
     return "\n".join(lines)
 
 
@@ -218,8 +237,9 @@ def _cell(row: Row, impl: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.user_loop",
-                                     description=__doc__.split("\n")[0])  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.user_loop", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--out", type=Path, help="directory for user_loop.json and .md")
     parser.add_argument("--calls", type=int, default=100, help="calls per round (default 100)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; the best counts")
@@ -244,9 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        record = {"environment": environment.collect(device, wheelops), "calls": args.calls,
-                  "rounds": args.rounds, "liger": liger.describe(),
-                  "rows": [asdict(r) for r in rows]}  # fmt: skip
+        record = {
+            "environment": environment.collect(device, wheelops),
+            "calls": args.calls,
+            "rounds": args.rounds,
+            "liger": liger.describe(),
+            "rows": [asdict(r) for r in rows],
+        }
         (args.out / "user_loop.json").write_text(json.dumps(record, indent=2))
         (args.out / "user_loop.md").write_text(text + "\n")
     return 0

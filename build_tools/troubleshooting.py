@@ -344,23 +344,22 @@ def finding(situation: Situation) -> Any:
     published = dataclasses.replace(
         published, index_url=published.published_index_url, mirrored=False
     )
-    report = policy.evaluate(
+    inputs = policy.Inputs(
         situation.build,
-        situation.runtime,
-        published,
-        gpus=situation.gpus,
-        load_failures=situation.load_failures,
         files=situation.files,
-        driver=situation.driver,
+        load_failures=situation.load_failures,
         cuda_override=situation.cuda_override,
+        changed_libraries=situation.changed_libraries,
+        installed_version=situation.installed_version,
+        gpus=situation.gpus,
+        driver=situation.driver,
         damaged_files=situation.damaged_files,
         other_installs=situation.other_installs,
         nvidia_wheels=situation.nvidia_wheels,
-        changed_libraries=situation.changed_libraries,
-        installed_version=situation.installed_version,
         compilers=situation.compilers,
         autograd=situation.autograd,
     )
+    report = policy.evaluate(inputs, situation.runtime, published)
     if situation.check:
         return report.finding(situation.check)
     return next(f for f in report.findings if f.status is not policy.Status.OK)

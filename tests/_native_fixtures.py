@@ -78,12 +78,12 @@ def build_broken_libraries(directory: Path) -> dict[str, Path]:
         cwd=directory,
         check=True,
     )
+    links = [f"-L{dependency.parent}", f"-l:{DAMAGED_DEPENDENCY}"]
     subprocess.run(
-        [*run, "needs_dependency.cpp", f"-L{dependency.parent}", f"-l:{DAMAGED_DEPENDENCY}",
-         "-o", "needs_dependency.so"],
+        [*run, "needs_dependency.cpp", *links, "-o", "needs_dependency.so"],
         cwd=directory,
         check=True,
-    )  # fmt: skip
+    )
     # Found on LD_LIBRARY_PATH, but damaged. (Cut in half instead, it would pass the
     # loader's header read and die of SIGBUS when mapped: issue #19's territory.)
     dependency.write_bytes(b"not an ELF library " * 20)
@@ -179,8 +179,10 @@ def built_into(package: Path, name: str, library: Path) -> None:
     data = library.read_bytes()
     (package / name).write_bytes(data)
     facts = read_facts(package)
-    facts["library_sha256"] = {**(facts.get("library_sha256") or {}),
-                               name: hashlib.sha256(data).hexdigest()}  # fmt: skip
+    facts["library_sha256"] = {
+        **(facts.get("library_sha256") or {}),
+        name: hashlib.sha256(data).hexdigest(),
+    }
     write_facts(package, facts)
 
 

@@ -21,9 +21,16 @@ FLOOR = build_matrix.torch_floor(build_matrix.load())
 
 
 def _lib(min_torch: str = FLOOR, stable: bool = True, unstable: tuple[str, ...] = ()) -> dict:
-    return {"path": "/w/wheelops/_ops_cpu.abi3.so", "error": None,
-            "torch": {"uses_torch": True, "stable": stable, "unstable_symbols": list(unstable),
-                      "min_torch_version": min_torch}}  # fmt: skip
+    return {
+        "path": "/w/wheelops/_ops_cpu.abi3.so",
+        "error": None,
+        "torch": {
+            "uses_torch": True,
+            "stable": stable,
+            "unstable_symbols": list(unstable),
+            "min_torch_version": min_torch,
+        },
+    }
 
 
 def test_the_floor_is_the_oldest_torch_of_the_matrix():
@@ -55,8 +62,9 @@ def test_the_audit_finds_this_builds_libraries_on_the_floor(tmp_path):
     for library in libraries:
         shutil.copy(library, package / library.name)
     report = repair.torch_abi_audit(tmp_path)
-    found = {Path(lib["path"]).name: lib["torch"]["min_torch_version"]
-             for lib in report["bundled_libs"]}  # fmt: skip
+    found = {
+        Path(lib["path"]).name: lib["torch"]["min_torch_version"] for lib in report["bundled_libs"]
+    }
     assert found == {library.name: FLOOR for library in libraries}
     assert repair.abi_audit_problems(report, FLOOR) == []
 

@@ -56,8 +56,12 @@ def configure(tmp_path: Path, torch_root: Path | None) -> subprocess.CompletedPr
     (source / "CMakeLists.txt").write_text(PROJECT.format(torch=torch))
     assert CMAKE is not None
     prefix = f"-DCMAKE_PREFIX_PATH={wheelops.cmake_prefix_path}"
-    return subprocess.run([CMAKE, "-S", source, "-B", tmp_path / "build", prefix],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [CMAKE, "-S", source, "-B", tmp_path / "build", prefix],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def said(done: subprocess.CompletedProcess[str]) -> str:
@@ -137,9 +141,8 @@ def test_find_package_before_torch_says_so(tmp_path):
 
 def test_libtorch_build_version_is_read(tmp_path):
     facts = torch_install(fake_torch(tmp_path / "t", "2.10.0+cu128", None, libtorch=True))
-    assert (facts.torch_version, facts.torch_cuda, facts.python_version) == (
-        "2.10.0+cu128", "12.8", None
-    )  # fmt: skip
+    read = (facts.torch_version, facts.torch_cuda, facts.python_version)
+    assert read == ("2.10.0+cu128", "12.8", None)
     cpu = torch_install(fake_torch(tmp_path / "c", "2.11.0+cpu", None, libtorch=True))
     assert cpu.torch_kind == "cpu"
 

@@ -77,13 +77,15 @@ def _library(tmp_path: Path, name: str, needs: list[str]) -> Path:
     for lib in needs:
         stub = tmp_path / lib
         if not stub.exists():
-            subprocess.run([_compiler(), "-shared", "-o", str(stub), "-x", "c", "/dev/null",
-                            f"-Wl,-soname,{lib}"], check=True)  # fmt: skip
+            empty = ["-x", "c", "/dev/null", f"-Wl,-soname,{lib}"]
+            subprocess.run([_compiler(), "-shared", "-o", str(stub), *empty], check=True)
     (tmp_path / "x.c").write_text("int wheelops_x(void) { return 1; }\n")
     out = tmp_path / name
     links = [f"-l:{lib}" for lib in needs]
-    subprocess.run([_compiler(), "-shared", "-o", str(out), str(tmp_path / "x.c"),
-                    f"-L{tmp_path}", "-Wl,--no-as-needed", *links], check=True)  # fmt: skip
+    linking = [f"-L{tmp_path}", "-Wl,--no-as-needed", *links]
+    subprocess.run(
+        [_compiler(), "-shared", "-o", str(out), str(tmp_path / "x.c"), *linking], check=True
+    )
     return out
 
 

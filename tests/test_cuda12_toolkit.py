@@ -38,8 +38,11 @@ def _deb(members: dict[str, bytes]) -> bytes:
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
     out = b"!<arch>\n"
-    for name, blob in [("debian-binary", b"2.0\n"), ("control.tar.xz", b""),
-                       ("data.tar.xz", data.getvalue())]:  # fmt: skip
+    for name, blob in [
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.xz", b""),
+        ("data.tar.xz", data.getvalue()),
+    ]:
         out += f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(blob):<10}`\n".encode() + blob
         out += b"\n" if len(blob) % 2 else b""
     return out

@@ -62,6 +62,7 @@ PYTHON_RUNS_FIRST = {"wheelops/__init__.py", "wheelops/_damage.py"}
 DOCTOR_ONLY = {
     "wheelops/__main__.py", "wheelops/_compat/doctor.py",
     "wheelops/_compat/probes.py", "wheelops/_compat/links.py",  # what only the doctor reads
+    "wheelops/_compat/rules/install.py",  # the rules over what only the doctor probes
 }  # fmt: skip
 # The matrix model, its data and its code: read only for a command to print (the doctor's
 # fixes, a refusal's), never by an import whose checks pass (#38): damaged, import works and

@@ -105,12 +105,15 @@ def test_pip_resolves_from_the_served_index(tmp_path):
     index.generate(index.collect([wheels]), tmp_path / "site")
     with served(tmp_path / "site") as url:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps",
-             "--only-binary=:all:", "--platform=manylinux_2_28_x86_64",
-             "--python-version=3.10", "--index-url", f"{url}/whl/cu130",
-             "-d", str(tmp_path / "got"), "wheelops"],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                *(sys.executable, "-m", "pip", "download", "--isolated", "--no-deps"),
+                *("--only-binary=:all:", "--platform=manylinux_2_28_x86_64"),
+                *("--python-version=3.10", "--index-url", f"{url}/whl/cu130"),
+                *("-d", str(tmp_path / "got"), "wheelops"),
+            ],
+            capture_output=True,
+            text=True,
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     assert [p.name for p in (tmp_path / "got").iterdir()] == [f"wheelops-0.1.0+cu130-{TAGS}.whl"]
 

@@ -40,11 +40,19 @@ def test_the_inductor_cache_fix_removes_torchs_own_folder():
     page = (REPO / "docs" / "troubleshooting.md").read_text()
     (folder,) = re.findall(r'rm -rf "(\$\{TORCHINDUCTOR_CACHE_DIR[^"]*)"', page)
     env = {k: v for k, v in os.environ.items() if k not in ("USER", "TORCHINDUCTOR_CACHE_DIR")}
-    shell = subprocess.run(["bash", "-c", f'echo "{folder}"'], env=env, capture_output=True,
-                           text=True, check=True)  # fmt: skip
+    shell = subprocess.run(
+        ["bash", "-c", f'echo "{folder}"'], env=env, capture_output=True, text=True, check=True
+    )
     torch_says = subprocess.run(
-        [sys.executable, "-c", "from torch._inductor.runtime.cache_dir_utils import "
-         "default_cache_dir; print(default_cache_dir())"],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from torch._inductor.runtime.cache_dir_utils import "
+            "default_cache_dir; print(default_cache_dir())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert shell.stdout.strip() == torch_says.stdout.strip()

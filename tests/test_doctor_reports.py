@@ -41,8 +41,9 @@ def run(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
     env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(site))
     env.update(env_extra or {})
-    return subprocess.run([python, *args], cwd=site, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        [python, *args], cwd=site, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def both(
@@ -81,8 +82,10 @@ def _old_pythons() -> list[str]:
     found = []
     for version in ("3.8", "3.9"):
         pyenv = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
-        candidates = [*sorted(glob.glob(f"{pyenv}/versions/{version}.*/bin/python")),
-                      shutil.which(f"python{version}")]  # fmt: skip
+        candidates = [
+            *sorted(glob.glob(f"{pyenv}/versions/{version}.*/bin/python")),
+            shutil.which(f"python{version}"),
+        ]
         # Not pyenv's shims: they need pyenv's own environment, which the tests replace.
         real = [c for c in candidates if c and "/shims/" not in c]
         found += [pytest.param(c, id=version) for c in real[:1]]

@@ -85,15 +85,24 @@ class Venv:
                 self.extra_env.pop(name, None)
             return subprocess.CompletedProcess(command, 0, "", "")
         return subprocess.run(
-            command, shell=True, cwd=self.root, env=self.env, capture_output=True, text=True,
+            command,
+            shell=True,
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
             timeout=600,
-        )  # fmt: skip
+        )
 
     def python(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.root / "bin" / "python"), *args], cwd=self.root, env=self.env,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [str(self.root / "bin" / "python"), *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     @property
     def package(self) -> Path:

@@ -12,9 +12,10 @@ from wheelops._compat.dlerror import LoadFailure
 from wheelops._compat.facts import BuildInfo, RuntimeFacts, UnreadableBuildInfo, l4t_release
 from wheelops._compat.loader import format_findings
 from wheelops._compat.matrix import matrix
-from wheelops._compat.policy import LibraryFile, Report, Status, evaluate
+from wheelops._compat.policy import Inputs, evaluate
 from wheelops._compat.probes import Gpu
 from wheelops._compat.record import FileDamage
+from wheelops._compat.report import LibraryFile, Report, Status
 
 import_build_tools()
 from build_tools import troubleshooting  # noqa: E402
@@ -46,8 +47,13 @@ def files_of(build: BuildInfo) -> tuple[LibraryFile, ...]:
     return (FILES[0], *cuda)
 
 
+def judge(build: BuildInfo | UnreadableBuildInfo, runtime: RuntimeFacts, **facts) -> Report:
+    """`evaluate` over these facts (Inputs' fields) and the matrix as read here."""
+    return evaluate(Inputs(build, **facts), runtime, matrix())
+
+
 def report_of(build: BuildInfo, runtime: RuntimeFacts, **facts) -> Report:
-    return evaluate(build, runtime, matrix(), files=files_of(build), **facts)
+    return judge(build, runtime, files=files_of(build), **facts)
 
 
 def with_cuda(**changes) -> BuildInfo:
@@ -184,10 +190,13 @@ def test_platform_row():
 
 @pytest.mark.parametrize(
     ("l4t", "status"),
-    [(None, Status.OK), ("R36 (release), REVISION: 4.3", Status.DEGRADED),
-     ("R35 (release), REVISION: 6.0", Status.DEGRADED),
-     ("R38 (release), REVISION: 2.0", Status.OK)],  # JetPack 7 (Thor): SBSA, as the servers
-)  # fmt: skip
+    [
+        (None, Status.OK),
+        ("R36 (release), REVISION: 4.3", Status.DEGRADED),
+        ("R35 (release), REVISION: 6.0", Status.DEGRADED),
+        ("R38 (release), REVISION: 2.0", Status.OK),  # JetPack 7 (Thor): SBSA, as the servers
+    ],
+)
 def test_the_aarch64_wheel_on_a_jetson_warns_before_jetpack_7(l4t, status):
     aarch64 = replace(CUDA_TORCH, machine="aarch64", l4t=l4t)
     finding = by_check(replace(UNIVERSAL, platform="linux_aarch64"), aarch64)["platform"]
@@ -260,13 +269,13 @@ def test_candidates_under_a_cpu_only_torch():
     assert [c.role for c in report.to_load] == ["cpu"]
     # A damaged CUDA library that would not be loaded does not matter.
     files = (FILES[0], LibraryFile("cuda13", FILES[1].path, True, "x is truncated"))
-    report = evaluate(CU130_BUILD, torch_runtime("2.13.0+cpu"), matrix(), files=files)
+    report = judge(CU130_BUILD, torch_runtime("2.13.0+cpu"), files=files)
     assert report.exit_status == 0
 
 
 def test_a_missing_or_damaged_library_stops_everything():
     files = (FILES[0], LibraryFile("cuda13", "/w/_ops_cuda13.abi3.so", exists=False))
-    report = evaluate(CU130_BUILD, CUDA_TORCH, matrix(), files=files)
+    report = judge(CU130_BUILD, CUDA_TORCH, files=files)
     assert report.exit_status == 1 and report.to_load == ()
     missing = report.finding("CUDA 13 library")
     assert missing.message.endswith("/w/_ops_cuda13.abi3.so does not exist")
@@ -274,7 +283,7 @@ def test_a_missing_or_damaged_library_stops_everything():
     files = (
         LibraryFile("cpu", "/w/x.so", True, "/w/x.so is a 32-bit library; this Python is 64-bit"),
     )
-    report = evaluate(CPU_BUILD, CUDA_TORCH, matrix(), files=files)
+    report = judge(CPU_BUILD, CUDA_TORCH, files=files)
     assert (
         report.finding("CPU library").fix == ()
         and "64-bit Python" in report.finding("CPU library").message
@@ -307,7 +316,7 @@ def test_guard_off_reports_but_does_not_refuse():
     assert finding.status is Status.DEGRADED and finding.message.startswith("not enforced")
     # A broken file is refused all the same: it could kill the process when mapped.
     files = (LibraryFile("cpu", "/w/x.so", True, "/w/x.so is truncated"),)
-    assert evaluate(CPU_BUILD, CUDA_TORCH, matrix(), files=files, guard=False).exit_status == 1
+    assert judge(CPU_BUILD, CUDA_TORCH, files=files, guard=False).exit_status == 1
 
 
 PYPI_REINSTALL = "pip install --force-reinstall --no-deps wheelops"
@@ -344,9 +353,7 @@ PYPI_REINSTALL = "pip install --force-reinstall --no-deps wheelops"
 )
 def test_unreadable_build_facts_are_fatal(facts, installed_version, check, fix):
     # Issue #15, bug 1: the doctor said "DEGRADED: this install works here" (exit 0).
-    report = evaluate(
-        facts, CUDA_TORCH, matrix(), files=FILES[:1], installed_version=installed_version
-    )
+    report = judge(facts, CUDA_TORCH, files=FILES[:1], installed_version=installed_version)
     assert report.exit_status == 1 and report.to_load == ()
     (finding,) = report.findings
     assert finding.check == check and finding.fix == (fix,)
@@ -447,8 +454,7 @@ def test_the_override_takes_a_cuda_major_wheelops_builds_and_nothing_else(value)
 def test_a_failed_override_library_is_cured_by_unsetting_the_override():
     # Issue #29: the first fix was a reinstall from an index without a CUDA 12 library.
     failure = LoadFailure("cuda-major", "needs libcudart.so.12", "libcudart.so.12: cannot open")
-    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override="12",
-                       load_failures={"cuda12": failure})  # fmt: skip
+    report = report_of(UNIVERSAL, CUDA_TORCH, cuda_override="12", load_failures={"cuda12": failure})
     assert report.exit_status == 1
     assert report.fixes[0] == "unset WHEELOPS_CUDA_LIBRARY"
     assert "unset it" in report.finding("load CUDA 12 library").message
@@ -473,7 +479,7 @@ def test_the_skip_switch_is_offered_only_where_it_would_let_the_load_go_on():
     skipped = report_of(with_cuda(cuda_version="12.8"), CUDA_TORCH, guard=False)
     assert skipped.exit_status == 0 and not skipped.skippable
     broken = (FILES[0], LibraryFile("cuda13", "/w/_ops_cuda13.abi3.so", exists=False))
-    damaged = evaluate(CU130_BUILD, CUDA_TORCH, matrix(), files=broken, guard=False)
+    damaged = judge(CU130_BUILD, CUDA_TORCH, files=broken, guard=False)
     assert damaged.exit_status == 1 and not damaged.skippable
 
 
@@ -515,9 +521,8 @@ def test_no_torch_is_fixed_from_an_index_that_exists(build, fix):
 def test_a_missing_cublaslt_is_fixed_by_installing_cublas_not_by_another_variant():
     # Issue #25: the CUDA libraries link their major's cuBLASLt; without it the loader's
     # "cannot open libcublasLt.so.13" is not a CUDA-major mismatch.
-    build = replace(UNIVERSAL, cuda_libraries=tuple(
-        replace(lib, cublaslt_version=f"{lib.major}.1.1") for lib in UNIVERSAL.cuda_libraries
-    ))  # fmt: skip
+    linked = [replace(lib, cublaslt_version=f"{lib.major}.1.1") for lib in UNIVERSAL.cuda_libraries]
+    build = replace(UNIVERSAL, cuda_libraries=tuple(linked))
     failure = LoadFailure("cublas-missing", "_ops_cuda13.abi3.so needs libcublasLt.so.13", "x")
     report = report_of(build, CUDA_TORCH, load_failures={"cuda13": failure})
     finding = report.finding("load CUDA 13 library")
@@ -526,9 +531,9 @@ def test_a_missing_cublaslt_is_fixed_by_installing_cublas_not_by_another_variant
 
 
 def test_every_loader_failure_cause_has_one_remedy():
-    # One table (policy.remedies()) says what each cause of a loader refusal advises and fixes.
+    # One table (rules/load_failure.py: remedies) says what each loader refusal advises and fixes.
     from wheelops._compat.dlerror import Cause
-    from wheelops._compat.policy import remedies
+    from wheelops._compat.rules.load_failure import remedies
 
     assert set(remedies()) == set(Cause)
     for cause, remedy in remedies().items():
@@ -553,8 +558,13 @@ def test_a_wheel_built_here_is_reinstalled_from_its_file(tmp_path):
     changed = {"cuda13": "changed (its sha256 differs from the sha256 its build recorded)"}
 
     def fix(version: str, source: str | None) -> str:
-        report = report_of(UNIVERSAL, CUDA_TORCH, changed_libraries=changed,
-                           installed_version=version, installed_from=source)  # fmt: skip
+        report = report_of(
+            UNIVERSAL,
+            CUDA_TORCH,
+            changed_libraries=changed,
+            installed_version=version,
+            installed_from=source,
+        )
         return report.finding("CUDA 13 library").fix[0]
 
     assert fix("0.1.0+universal", str(wheel)) == PYPI_REINSTALL  # the file is gone
@@ -599,12 +609,17 @@ def test_autograd_row(missing, requested, public, status, words, fix):
     assert finding.fix == (("unset WHEELOPS_AUTOGRAD",) if fix else ())
     assert report_of(CU130_BUILD, CUDA_TORCH).finding("autograd") is None  # import's: none
     unreadable = UnreadableBuildInfo("/w/_build_info.json", "missing", False)  # no ops load
-    assert evaluate(unreadable, CUDA_TORCH, matrix(), autograd=facts).finding("autograd") is None
+    assert judge(unreadable, CUDA_TORCH, autograd=facts).finding("autograd") is None
 
 
 # NVIDIA wheels of a CUDA major torch does not use (left behind where torch was replaced).
-NVIDIA_WHEELS = ("nvidia-cublas", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12",
-                 "nvidia_cudnn_cu13", "nvidia-ml-py")  # fmt: skip
+NVIDIA_WHEELS = (
+    "nvidia-cublas",
+    "nvidia-cublas-cu12",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia_cudnn_cu13",
+    "nvidia-ml-py",
+)
 
 
 @pytest.mark.parametrize(
@@ -633,13 +648,20 @@ def test_without_record_every_install_command_writes_over_the_install():
     ..., RECORD file not found`): --force-reinstall fails there, --ignore-installed works."""
     damaged = (LibraryFile("cpu", "/w/_ops_cpu.abi3.so", True, "truncated"), FILES[1])
     for record_missing, start in ((False, "--force-reinstall"), (True, "--ignore-installed")):
-        report = evaluate(
-            CU130_BUILD, CUDA_TORCH, matrix(), files=damaged,
-            installed_version="0.1.0+cu130", record_missing=record_missing,
-        )  # fmt: skip
+        report = judge(
+            CU130_BUILD,
+            CUDA_TORCH,
+            files=damaged,
+            installed_version="0.1.0+cu130",
+            record_missing=record_missing,
+        )
         assert report.fixes == [f"pip install {start} --no-deps wheelops --index-url {INDEX}/cu130"]
-        other_cuda = evaluate(CU130_BUILD, torch_runtime("2.10.0+cu128", "12.8"), matrix(),
-                              files=FILES, record_missing=record_missing)  # fmt: skip
+        other_cuda = judge(
+            CU130_BUILD,
+            torch_runtime("2.10.0+cu128", "12.8"),
+            files=FILES,
+            record_missing=record_missing,
+        )
         assert other_cuda.fixes[0].startswith(f"pip install {start} --no-deps wheelops ")
 
 

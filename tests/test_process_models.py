@@ -28,8 +28,14 @@ def run_script(tmp_path: Path, body: str, timeout: float = 300) -> subprocess.Co
     script = tmp_path / "scenario.py"
     script.write_text(textwrap.dedent(SETUP) + textwrap.dedent(body))
     env = {k: v for k, v in os.environ.items() if k != "WHEELOPS_SKIP_GUARD"}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode >= 0, f"killed by signal {-done.returncode}: {done.stderr[-3000:]}"
     return done
 

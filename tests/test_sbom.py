@@ -157,9 +157,16 @@ def test_the_sbom_names_each_known_licence(tmp_path):
     """wheelops's own licence (the wheel's METADATA), torch's (its METADATA), and those known
     without metadata (GCC's runtime): the components an auditor asks about first."""
     (tmp_path / "_ops_cpu.abi3.so").write_bytes(b"not a library: only hashed")
-    facts = {"torch_version": "2.14.1", "stable_abi_floor": "2.10", "compiler": "g++: 12.2.0",
-             "cxx_runtime": "libstdc++.so.6", "cpu_library": "_ops_cpu.abi3.so",
-             "cuda_libraries": [], "git_commit": "0" * 40, "platform": "linux_x86_64"}  # fmt: skip
+    facts = {
+        "torch_version": "2.14.1",
+        "stable_abi_floor": "2.10",
+        "compiler": "g++: 12.2.0",
+        "cxx_runtime": "libstdc++.so.6",
+        "cpu_library": "_ops_cpu.abi3.so",
+        "cuda_libraries": [],
+        "git_commit": "0" * 40,
+        "platform": "linux_x86_64",
+    }
     doc = sbom.document(facts, tmp_path, "0.1.0", (), "BSD-3-Clause")
     by_name = {c["name"]: c for c in doc["components"]}
     own = [{"expression": "BSD-3-Clause"}]

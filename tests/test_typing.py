@@ -66,10 +66,16 @@ def test_mypy_checks_user_code_against_the_public_api(tmp_path):
     if not _installed():  # a checkout: mypy reads it as source; installed, as a typed package
         env["MYPYPATH"] = str(PACKAGE.parent)
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--cache-dir",
-         str(tmp_path / "cache"), "right.py", "wrong.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            *(sys.executable, "-m", "mypy", "--follow-imports=silent"),
+            *("--cache-dir", str(tmp_path / "cache"), "right.py", "wrong.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert errors == [
         'wrong.py:7: error: Incompatible types in assignment (expression has type "Tensor", '

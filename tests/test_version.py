@@ -39,9 +39,12 @@ def test_version_is_the_distributions():
 
 def test_python_m_wheelops_version_prints_it():
     result = subprocess.run(
-        [sys.executable, "-m", "wheelops", "--version"], capture_output=True, text=True,
-        cwd=PACKAGE.parent, timeout=300,
-    )  # fmt: skip
+        [sys.executable, "-m", "wheelops", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE.parent,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"wheelops {wheelops.__version__}"
 

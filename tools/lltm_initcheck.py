@@ -43,8 +43,10 @@ def main() -> None:
     old_cell = torch.randn(batch, STATE, device="cuda", dtype=torch.float16)
     outputs = torch.ops.wheelops.lltm_gates.default(g, old_cell)
     finite = all(bool(torch.isfinite(t).all()) for t in outputs)
-    print(f"{how}: gates {tuple(g.shape)} {g.dtype}; wheelops {wheelops.__version__}; "
-          f"outputs finite: {finite}")  # fmt: skip
+    print(
+        f"{how}: gates {tuple(g.shape)} {g.dtype}; wheelops {wheelops.__version__}; "
+        f"outputs finite: {finite}"
+    )
 
 
 if __name__ == "__main__":

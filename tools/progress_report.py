@@ -37,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     ended, running = read(args.log)
     bad = {n: o for n, (o, _) in ended.items() if o in ("failed", "error")}
     counts = {o: sum(1 for v, _ in ended.values() if v == o) for o in ("passed", "skipped")}
-    print(f"{args.log.name}: {counts['passed']} passed, {counts['skipped']} skipped, "
-          f"{len(bad)} failed or errored, {len(running)} started and not ended")  # fmt: skip
+    print(
+        f"{args.log.name}: {counts['passed']} passed, {counts['skipped']} skipped, "
+        f"{len(bad)} failed or errored, {len(running)} started and not ended"
+    )
     for nodeid, outcome in bad.items():
         print(f"  {outcome.upper():7} {nodeid}")
     for nodeid, since in running.items():

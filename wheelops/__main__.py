@@ -76,12 +76,22 @@ def _error_report(error: BaseException, imported: bool = False) -> dict:
     if finding is None:
         _, marker, after = str(error).partition("Reinstall it: ")
         fix = after.split("\n")[0] if marker else ""
-        finding = {"check": "import", "status": "fatal", "build": "every module imports",
-                   "runtime": "import wheelops raised", "message": str(error),
-                   "fix": [fix] if fix else [], "skippable": False}  # fmt: skip
+        finding = {
+            "check": "import",
+            "status": "fatal",
+            "build": "every module imports",
+            "runtime": "import wheelops raised",
+            "message": str(error),
+            "fix": [fix] if fix else [],
+            "skippable": False,
+        }
         if imported:
-            finding.update(check="doctor", status="degraded", build="the doctor runs",
-                           runtime="import wheelops works; the doctor raised")  # fmt: skip
+            finding.update(
+                check="doctor",
+                status="degraded",
+                build="the doctor runs",
+                runtime="import wheelops works; the doctor raised",
+            )
     serves = finding["status"] != "fatal"
     return {
         "wheelops": {
@@ -125,11 +135,16 @@ def _version_in_file():  # -> str | None
 def _render(report: dict) -> str:
     f = report["findings"][0]
     verdict = (
-        "CANNOT SERVE this machine (see below for why and the fix)." if report["exit_status"]
+        "CANNOT SERVE this machine (see below for why and the fix)."
+        if report["exit_status"]
         else "serves this machine (import wheelops works), but its doctor cannot run:"
-    )  # fmt: skip
-    lines = [f"wheelops at {report['wheelops']['location']}", f"verdict: {verdict}", "",
-             f"{f['check']} ({f['status']}): {f['message']}"]  # fmt: skip
+    )
+    lines = [
+        f"wheelops at {report['wheelops']['location']}",
+        f"verdict: {verdict}",
+        "",
+        f"{f['check']} ({f['status']}): {f['message']}",
+    ]
     lines += [f"  {'fix:' if i == 0 else 'or: '} {c}" for i, c in enumerate(f["fix"])]
     return "\n".join(lines)
 

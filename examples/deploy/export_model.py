@@ -51,8 +51,9 @@ class EveryOp(nn.Module):
         a = wheelops.rms_norm(a, self.rms_weight)
         a = wheelops.softmax(a)
         a = wheelops.silu_and_mul(torch.cat([a, x], dim=-1))
-        new_h, new_cell = wheelops.lltm(lltm_input, self.lltm_weights, self.lltm_bias,
-                                        old_h, old_cell)  # fmt: skip
+        new_h, new_cell = wheelops.lltm(
+            lltm_input, self.lltm_weights, self.lltm_bias, old_h, old_cell
+        )
         gray = wheelops.rgb_to_gray(image)
         normalized = wheelops.normalize_volume(volume, 4095.0)
         return a, new_h, new_cell, gray, normalized

@@ -51,8 +51,8 @@ def main() -> None:
     prefixes = f"{torch.utils.cmake_prefix_path};{wheelops.cmake_prefix_path}"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     cmake = shutil.which("cmake") or "cmake"
-    run(cmake, "-S", HERE, "-B", build, *generator, "-DCMAKE_BUILD_TYPE=Release",
-        f"-DCMAKE_PREFIX_PATH={prefixes}", f"-DWHEELOPS_PYTHON={sys.executable}")  # fmt: skip
+    settings = [f"-DCMAKE_PREFIX_PATH={prefixes}", f"-DWHEELOPS_PYTHON={sys.executable}"]
+    run(cmake, "-S", HERE, "-B", build, *generator, "-DCMAKE_BUILD_TYPE=Release", *settings)
     run(cmake, "--build", build)
     files = [package / "model.pt2", package / "inputs.pt", package / "expected.pt"]
     program = build / "run_package"
@@ -61,10 +61,14 @@ def main() -> None:
     if without.returncode == 0:
         sys.exit("run_package --without-wheelops ran the model: the ops came from elsewhere")
     if "Could not find schema for wheelops::" not in without.stderr:
-        sys.exit("run_package --without-wheelops failed without naming the wheelops op it "
-                 "missed (README troubleshooting quotes LibTorch's words)")  # fmt: skip
-    print("deploy example: C++ ran the package with Python's outputs; without wheelops "
-          "loaded it fails as shown above")  # fmt: skip
+        sys.exit(
+            "run_package --without-wheelops failed without naming the wheelops op it "
+            "missed (README troubleshooting quotes LibTorch's words)"
+        )
+    print(
+        "deploy example: C++ ran the package with Python's outputs; without wheelops "
+        "loaded it fails as shown above"
+    )
 
 
 if __name__ == "__main__":

@@ -28,12 +28,14 @@ from pathlib import Path
 from .facts import BuildInfo, torch_install
 from .loader import finding_lines, installed, library_files
 from .matrix import matrix
-from .policy import Report, Status, evaluate
+from .policy import Inputs, evaluate
+from .report import Report, Status
 
 
 def report_for(torch_root: Path) -> Report:
     build, cpu, cuda = installed()
-    return evaluate(build, torch_install(torch_root), matrix(), files=library_files(cpu, cuda))
+    inputs = Inputs(build, files=library_files(cpu, cuda))
+    return evaluate(inputs, torch_install(torch_root), matrix())
 
 
 def _cmake_string(text: str) -> str:
@@ -62,8 +64,9 @@ def cmake_settings(report: Report) -> str:
 
 def refusal(report: Report, torch_root: Path) -> str:
     fatal = [f for f in report.findings if f.status is Status.FATAL]
-    lines = [f"wheelops cannot serve the Torch at {torch_root} "
-             f"({report.runtime.describe_torch()}):"]  # fmt: skip
+    lines = [
+        f"wheelops cannot serve the Torch at {torch_root} ({report.runtime.describe_torch()}):"
+    ]
     for finding in fatal:
         lines += ["", *finding_lines(finding)]
     return "\n".join(lines)

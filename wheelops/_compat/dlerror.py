@@ -37,7 +37,8 @@ _STABLE_SHIM_PREFIXES = ("aoti_torch_", "torch_")
 
 class Cause(str, enum.Enum):
     """Why the loader refused a library: which side is wrong. The values are stable
-    identifiers (the doctor's JSON prints them); policy.py holds each one's advice and fix."""
+    identifiers (the doctor's JSON prints them); rules/load_failure.py holds each one's
+    advice and fix."""
 
     MISSING_FILE = "missing-file"  # the library itself is not there
     CORRUPT_FILE = "corrupt-file"  # the library itself is not a complete ELF file

@@ -11,7 +11,6 @@ from typing import Any
 
 from . import loader
 from .facts import BuildInfo, this_process
-from .policy import Finding, Status
 from .probes import (
     Gpu,
     cublaslt_loaded,
@@ -20,6 +19,7 @@ from .probes import (
     glibc_version,
     visible_gpus,
 )
+from .report import Finding, Status
 
 
 def _ops_table() -> list[dict[str, Any]]:

@@ -64,10 +64,16 @@ def old_python_finding(package_dir: Path = PACKAGE_DIR):  # -> dict | None
     if refused is None:
         return None
     message, fix = refused
-    return {"check": "Python", "status": "fatal", "build": f">= {floor}", "runtime": here,
-            "message": message, "fix": list(fix),
-            # WHEELOPS_SKIP_GUARD cannot skip it: the package's own code needs the floor.
-            "skippable": False}  # fmt: skip
+    return {
+        "check": "Python",
+        "status": "fatal",
+        "build": f">= {floor}",
+        "runtime": here,
+        "message": message,
+        "fix": list(fix),
+        # WHEELOPS_SKIP_GUARD cannot skip it: the package's own code needs the floor.
+        "skippable": False,
+    }
 
 
 def refuse_old_python() -> None:
@@ -79,9 +85,12 @@ def refuse_old_python() -> None:
     finding = old_python_finding()
     if finding is not None:
         lines = finding_lines(
-            finding["check"], finding["message"], finding["build"], finding["runtime"],
+            finding["check"],
+            finding["message"],
+            finding["build"],
+            finding["runtime"],
             finding["fix"],
-        )  # fmt: skip
+        )
         head = "wheelops cannot run in this environment."
         tail = "`python -m wheelops` prints the whole report."
         raise CompatibilityError("\n".join([head, "", *lines, "", tail]))

@@ -27,7 +27,8 @@ from .facts import (
     read_build_info,
     this_process,
 )
-from .policy import Finding, Inputs, LibraryFile, Report, Status, evaluate, gpu_finding
+from .policy import Inputs, evaluate
+from .report import Finding, LibraryFile, Report, Status
 
 if TYPE_CHECKING:
     import torch
@@ -225,11 +226,13 @@ def load_libraries(
     return _state.loaded
 
 
-def _evaluate(**extra: Any) -> Report:
-    """`evaluate` over what loading found (where loading never began: the build facts)."""
-    found = _state.inputs or Inputs(installed()[0])
-    # Inputs' fields are evaluate's arguments of the same names.
-    return evaluate(runtime=this_process(), matrix=read_matrix, **vars(found), **extra)
+def _found() -> Inputs:
+    """What loading found (where loading never began: the build facts)."""
+    return _state.inputs or Inputs(installed()[0])
+
+
+def _evaluate() -> Report:
+    return evaluate(_found(), this_process(), read_matrix)
 
 
 def read_matrix() -> Matrix:
@@ -251,7 +254,7 @@ def report_with_devices(
     files against the wheel's RECORD (without one, every library against its build's
     sha256), the other wheelops on sys.path, NVIDIA's wheels (none of which
     import pays for) and the autograd layer that serves the ops."""
-    found = _state.inputs or Inputs(installed()[0])
+    found = _found()
     hashes = found.build.library_sha256 if isinstance(found.build, BuildInfo) else None
     try:
         damaged: list[Any] | None = record.damaged_files(PACKAGE_DIR, hashes)
@@ -260,11 +263,18 @@ def report_with_devices(
     torch_here = this_process().torch_kind != "missing"
     from .probes import nvidia_wheels  # the doctor's alone: import never lists distributions
 
-    return _evaluate(gpus=gpus, driver=driver, damaged_files=damaged,
-                     other_installs=other_installs(PACKAGE_DIR),
-                     import_failure=import_failure, compilers=compilers,
-                     autograd=torch_internals.facts() if torch_here else None,
-                     nvidia_wheels=nvidia_wheels())  # fmt: skip
+    probed = replace(
+        found,
+        gpus=gpus,
+        driver=driver,
+        damaged_files=damaged,
+        other_installs=other_installs(PACKAGE_DIR),
+        import_failure=import_failure,
+        compilers=compilers,
+        autograd=torch_internals.facts() if torch_here else None,
+        nvidia_wheels=nvidia_wheels(),
+    )
+    return evaluate(probed, this_process(), read_matrix)
 
 
 def _library_file(role: str, path: Path | None, expected: Path) -> LibraryFile:
@@ -336,14 +346,14 @@ def require(op: str) -> None:
         return
     if _state.error is not None:
         raise RuntimeError(f"wheelops.{op}: wheelops did not load.\n{_state.error}")
-    shadowed = other_installs(PACKAGE_DIR)  # only on this error path, never at import
+    shadowed = "; ".join(other_installs(PACKAGE_DIR))  # only on this error path, not import
+    unused = f" Not used, because {PACKAGE_DIR} comes first on sys.path: {shadowed}"
     raise RuntimeError(
         f"wheelops.{op}: the wheelops native libraries are not built. In a source "
         "checkout run `python -m build_tools.dev` (or call build_tools.dev.load()); "
         "otherwise reinstall with `pip install --force-reinstall --no-deps wheelops`."
-        + (f" Not used, because {PACKAGE_DIR} comes first on sys.path: "
-           + "; ".join(shadowed) if shadowed else "")
-    )  # fmt: skip
+        + (unused if shadowed else "")
+    )
 
 
 def require_cuda_kernels(op: str, tensor: torch.Tensor) -> None:
@@ -385,6 +395,8 @@ def _decide(index: int) -> None:
     library = _state.loaded.cuda_info if _state.loaded else None
     if library is None:
         return  # no CUDA library serves: require_cuda_kernels has said so
+    from .rules.cuda import gpu_finding
+
     finding = gpu_finding(build_info(), library, this_process(), read_matrix(), device)
     if finding.status is Status.OK:
         _covered_devices.add(index)

@@ -110,8 +110,10 @@ def probe_compiler(compiler: str) -> CompilerProbe:
         try:
             done = subprocess.run(
                 [path, "-shared", "-fPIC", "-o", str(library), str(source)],
-                capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if done.returncode != 0:
                 return CompilerProbe(compiler, path, "unknown", done.stderr.strip()[-300:])
             private = private_cxx_runtime(link_facts(library))

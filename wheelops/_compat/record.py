@@ -112,8 +112,10 @@ def damaged_files(
         if not library_sha256:
             return None
         built = "the sha256 its build recorded"
-        checked = ((package_dir / name, _state(package_dir / name, digest, built))
-                   for name, digest in sorted(library_sha256.items()))  # fmt: skip
+        checked = (
+            (package_dir / name, _state(package_dir / name, digest, built))
+            for name, digest in sorted(library_sha256.items())
+        )
         return [FileDamage(str(path), state) for path, state in checked if state]
     try:
         rows = list(csv.reader(record.read_text().splitlines()))
@@ -153,9 +155,10 @@ def _state(path: Path, expected: str, listed_in: str = "the wheel's RECORD") -> 
         return f"unreadable ({err.strerror or err})"
     hexadecimal = len(expected) == 64
     actual = (
-        digest.hexdigest() if hexadecimal
+        digest.hexdigest()
+        if hexadecimal
         else base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
-    )  # fmt: skip
+    )
     return None if actual == expected else f"changed (its sha256 differs from {listed_in})"
 
 

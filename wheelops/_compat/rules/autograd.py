@@ -1,0 +1,45 @@
+"""Which autograd layer serves the ops (wheelops/ops/_autograd.py), and what the public one
+gives up."""
+
+from __future__ import annotations
+
+from ..report import Finding, Status
+from ..torch_internals import AUTOGRAD_ENV, INTERNALS, PUBLIC, AutogradFacts
+
+
+def public_autograd(facts: AutogradFacts) -> bool:
+    """Whether the ops' derivatives run on public torch APIs only: where this torch lacks
+    an internal the fast layer uses, or where WHEELOPS_AUTOGRAD=public asks for it."""
+    return bool(facts.missing) or facts.requested == PUBLIC
+
+
+def autograd_finding(facts: AutogradFacts) -> Finding:
+    build = "fast layer (torch internals), else public APIs"
+    torch = f"torch {facts.torch_version}"
+    if not public_autograd(facts):
+        fast = f"fast layer: {torch} has all {len(INTERNALS)} internals it uses"
+        if facts.requested is None:
+            return Finding("autograd", Status.OK, build, fast, "the fast layer serves the ops")
+        message = (
+            f"{AUTOGRAD_ENV}={facts.requested!r} is not {PUBLIC!r}: ignored; the fast layer "
+            "serves the ops"
+        )
+        return Finding(
+            "autograd", Status.DEGRADED, build, fast, message, (f"unset {AUTOGRAD_ENV}",)
+        )
+    if facts.missing:
+        runtime = f"public APIs: {torch} lacks {len(facts.missing)} internal(s)"
+        why = f"{torch} lacks {', '.join(facts.missing)}, which the fast layer uses"
+        fix: tuple[str, ...] = ()
+    else:
+        runtime = f"public APIs: {AUTOGRAD_ENV}={PUBLIC}"
+        why = f"{AUTOGRAD_ENV}={PUBLIC} asks for it"
+        fix = (f"unset {AUTOGRAD_ENV}",)
+    message = (
+        f"the public-API autograd layer serves the ops ({why}). The wheelops functions and "
+        "modules keep every derivative (reverse and forward mode, torch.func, second "
+        "derivatives where an op has them) at more host time per call; a raw "
+        "torch.ops.wheelops.* call (what a torch.compile graph makes) has reverse mode only: "
+        "torch.library.register_autograd's, through which a tangent comes out as zero"
+    )
+    return Finding("autograd", Status.DEGRADED, build, runtime, message, fix)
