@@ -10,6 +10,10 @@ is the one a user pays; the best of several is the least disturbed by the machin
   inside the process (the guard's checks and loading the libraries: all of it; the Python
   kernels are registered at an op's first lookup, not here), and the CPU time it took
   (steadier where other work shares the machine);
+- the first lookup of an op (`torch.ops.wheelops.add`, in the same process): the Python
+  kernels' registration that the import defers to it (wheelops/ops/_first_lookup.py),
+  and a lookup after it, which torch answers from the namespace's attributes as it does
+  without the hook, against the same lookup in torch's own `aten` namespace;
 - as a process: `python -c "import torch, wheelops"` against `python -c "import torch"`,
   start to exit, so that interpreter shutdown and anything deferred count too; wall time
   and CPU time (the children's user + system time).
@@ -35,10 +39,18 @@ from pathlib import Path
 from .installed import CHILD_CWD, check_child
 
 IN_PROCESS = (
-    "import time, torch\n"
+    "import time, timeit, torch\n"
     "start, cpu = time.perf_counter(), time.process_time()\n"
     "import wheelops\n"
-    "print(time.perf_counter() - start, time.process_time() - cpu, wheelops.__file__)\n"
+    "imported, imported_cpu = time.perf_counter() - start, time.process_time() - cpu\n"
+    "start = time.perf_counter()\n"
+    "torch.ops.wheelops.add\n"
+    "first = time.perf_counter() - start\n"
+    "def per_lookup(code):\n"
+    "    return min(timeit.repeat(code, globals=globals(), number=100_000, repeat=5)) / 1e5\n"
+    "torch.ops.aten.add\n"
+    "after, aten = per_lookup('torch.ops.wheelops.add'), per_lookup('torch.ops.aten.add')\n"
+    "print(imported, imported_cpu, wheelops.__file__, first, after, aten)\n"
 )
 
 
@@ -55,6 +67,7 @@ def _process_seconds(code: str) -> tuple[float, float]:
 
 def measure(runs: int) -> dict[str, object]:
     in_process, in_process_cpu, where = [], [], ""
+    first_lookup, lookup_after, aten_lookup = [], [], []
     torch_alone, with_wheelops = [], []
     for _ in range(runs):  # interleaved, so that a busy moment hits both alike
         out = subprocess.run(
@@ -65,6 +78,9 @@ def measure(runs: int) -> dict[str, object]:
         in_process_cpu.append(float(out[1]))
         check_child(out[2])
         where = str(Path(out[2]).parent)
+        first_lookup.append(float(out[3]))
+        lookup_after.append(float(out[4]))
+        aten_lookup.append(float(out[5]))
         torch_alone.append(_process_seconds("import torch"))
         with_wheelops.append(_process_seconds("import torch, wheelops"))
     wall = [min(t[0] for t in runs) for runs in (torch_alone, with_wheelops)]
@@ -78,6 +94,9 @@ def measure(runs: int) -> dict[str, object]:
         "process_ms": round((wall[1] - wall[0]) * 1e3, 1),
         "process_cpu_ms": round((cpu[1] - cpu[0]) * 1e3, 1),
         "torch_process_ms": round(wall[0] * 1e3, 1),
+        "first_lookup_ms": round(min(first_lookup) * 1e3, 1),
+        "lookup_after_ns": round(min(lookup_after) * 1e9),
+        "aten_lookup_ns": round(min(aten_lookup) * 1e9),
     }
 
 
@@ -94,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         f"torch alone {result['torch_process_ms']} "
         f"ms; best of {args.runs}, Python {result['python']}, wheelops from "
         f"{result['wheelops']})"
+    )
+    print(
+        f"first lookup of an op (the Python kernels' registration): "
+        f"{result['first_lookup_ms']} ms; a lookup after it {result['lookup_after_ns']} ns "
+        f"(torch.ops.aten's {result['aten_lookup_ns']} ns)"
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

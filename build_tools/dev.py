@@ -28,7 +28,6 @@ from build_tools import (
     cxx_runtime,
     flags,
     native_sources,
-    stubs,
 )
 from build_tools.arch_list import ArchList
 from build_tools.cuda_toolkit import CudaToolkit
@@ -178,7 +177,6 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
         built,
         dev_mode=True,
     )
-    stubs.write(CHECKOUT / "wheelops", CHECKOUT / "wheelops")  # mypy on the checkout
     # Written by the build's writer, read back by this package's reader.
     info = read_build_info(build_facts.write(facts, cache))
     if not isinstance(info, BuildInfo):

@@ -22,7 +22,6 @@ from build_tools import (
     flags,
     native_sources,
     sbom,
-    stubs,
 )
 from build_tools.cuda_toolkit import CudaToolkit
 from build_tools.plan import BuildPlan
@@ -131,7 +130,6 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
             for target in targets:
                 target.mkdir(parents=True, exist_ok=True)
                 build_facts.write(facts, target)
-                stubs.write(native_sources.ROOT / PACKAGE, target)
 
         def _add_sm90a_objects(self) -> None:
             """setuptools compiles every source of an extension with one set of flags: the

@@ -2,19 +2,16 @@
 the first lookup of an op (wheelops/ops/_first_lookup.py): none before it, all of them by
 the time the op that was looked up can run, whatever the first use is and however many
 threads race to it, on either autograd layer. The doctor's modules and the matrix model
-are not loaded at all."""
+are not loaded at all. The hook itself, under each torch CI installs: test_first_lookup.py."""
 
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
-import torch
 from _native_fixtures import installed_copy, run_python
 
 from wheelops._compat import torch_internals
-from wheelops.ops._first_lookup import register_at_first_lookup
 
 # The first lookup (wheelops.add, in the main thread) registers; the registration pauses
 # where an op is half registered: relu_scale_with_mask, looked up (relu_scale runs it when a
@@ -137,40 +134,3 @@ def test_a_second_registration_is_a_no_op(tmp_path, route):
     result = run_python(package, "-W", "error", "-c", REGISTER_AGAIN, route)
     assert result.returncode == 0 and "Warning" not in result.stderr, result.stderr[-3000:]
     assert result.stdout.strip() == "ok"
-
-
-def _scratch_namespace() -> tuple[str, torch.library.Library]:
-    """A namespace of its own, holding one op, f(x) = 2x; no name looked up yet."""
-    name = f"wheelops_test_{uuid.uuid4().hex[:8]}"
-    library = torch.library.Library(name, "DEF")
-    library.define("f(Tensor x) -> Tensor")
-    library.impl("f", lambda x: x * 2, "CPU")
-    return name, library
-
-
-def test_registers_before_the_first_name_resolves():
-    name, _library = _scratch_namespace()
-    namespace = getattr(torch.ops, name)
-    calls = []  # per call of register: whether the op was resolved already
-
-    register_at_first_lookup(namespace, lambda: calls.append("f" in vars(namespace)))
-    assert calls == []
-    assert not hasattr(namespace, "__wrapped__")  # a dunder probe registers nothing
-    assert calls == []
-    assert torch.equal(namespace.f(torch.ones(2)), torch.full((2,), 2.0))
-    assert calls == [False]
-    namespace.f(torch.ones(2))  # resolved: an attribute now, no hook
-    assert calls == [False]
-    # Named as torch names it without the hook (torch.export saves that name).
-    control, _control_library = _scratch_namespace()
-    plain = getattr(torch.ops, control).f.default
-    assert namespace.f.default.__module__ == plain.__module__.replace(control, name)
-
-
-def test_a_name_looked_up_already_registers_at_once():
-    name, _library = _scratch_namespace()
-    namespace = getattr(torch.ops, name)
-    namespace.f  # noqa: B018 -- looked up before the hook: it would never see this name again
-    calls = []
-    register_at_first_lookup(namespace, lambda: calls.append(True))
-    assert calls == [True]

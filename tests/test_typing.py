@@ -1,6 +1,6 @@
-"""The public API is typed for users' type checkers (PEP 561): the wheel ships `py.typed`
-and the stubs of the packages that find their modules at import (build_tools/stubs.py),
-so mypy checks a user's calls against the ops' annotations."""
+"""The public API is typed for users' type checkers (PEP 561): the wheel ships `py.typed`,
+and the packages import every op and module by name (tests/test_op_surface.py), so mypy
+reads the ops' own annotations and checks a user's calls against them."""
 
 from __future__ import annotations
 
@@ -50,11 +50,13 @@ def _installed() -> bool:
 
 def test_the_package_says_it_is_typed():
     assert (PACKAGE / "py.typed").is_file()
-    for subpackage in ("ops", "nn"):
-        assert (PACKAGE / subpackage / "__init__.pyi").is_file(), "build_tools/stubs.py wrote none"
+    # A stub beside a package's source is what type checkers read instead of it: builds wrote
+    # them when the surface was found at import; one left in a checkout hides a new op.
+    stale = sorted(str(p) for p in PACKAGE.rglob("*.pyi"))
+    assert not stale, f"delete these generated stubs (the sources are typed): {stale}"
     if _installed():  # in the wheel's RECORD too, not only on disk
         files = {str(f) for f in importlib.metadata.distribution("wheelops").files or []}
-        assert {"wheelops/py.typed", "wheelops/ops/__init__.pyi"} <= files
+        assert "wheelops/py.typed" in files
 
 
 @pytest.mark.slow

@@ -38,7 +38,19 @@ try:
 
     if _loader.state().error is None:  # else the doctor reports the refusal: nothing to run
         from wheelops import nn, ops
-        from wheelops.ops import *  # noqa: F403
+        from wheelops.ops import (
+            add,
+            bias_gelu,
+            fused_linear_gelu,
+            layer_norm,
+            lltm,
+            normalize_volume,
+            relu_scale,
+            rgb_to_gray,
+            rms_norm,
+            silu_and_mul,
+            softmax,
+        )
 
         if _loader.loaded() is not None:
             ops.register_python_kernels_at_first_lookup()
@@ -54,7 +66,18 @@ try:
             "library_paths",
             "nn",
             "ops",
-            *ops.__all__,
+            # the ops (wheelops.ops.__all__)
+            "add",
+            "bias_gelu",
+            "fused_linear_gelu",
+            "layer_norm",
+            "lltm",
+            "normalize_volume",
+            "relu_scale",
+            "rgb_to_gray",
+            "rms_norm",
+            "silu_and_mul",
+            "softmax",
         ]
 except Exception as _err:  # a damaged module: SyntaxError, ValueError (NUL bytes), ...
     _damage = None if type(_err).__name__ == "CompatibilityError" else damaged_install(_err)

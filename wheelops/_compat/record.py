@@ -88,9 +88,9 @@ def installed_from(package_dir: Path) -> str | None:
 
 
 def require_modules(package_dir: Path) -> None:
-    """Raise FileNotFoundError for a Python module RECORD lists that is gone. The op and
-    module registries find their modules by listing the folder, so a deleted one would
-    silently take its op away. Cheap (stat calls, no hashing): import calls it."""
+    """Raise FileNotFoundError for a Python module RECORD lists that is gone. Import runs
+    only some modules (the doctor's and others load later), so a deleted one would fail
+    only at its first use. Cheap (stat calls, no hashing): import calls it."""
     record = record_of(package_dir)
     if record is None or not record.is_file():
         return

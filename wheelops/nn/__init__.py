@@ -1,19 +1,27 @@
-"""torch.nn.Module wrappers of the wheelops ops: one module per wrapper, found by name.
+"""torch.nn.Module wrappers of the wheelops ops: one module per wrapper (modules not
+starting with "_"), each class imported below by name.
 
-Each module here (not starting with "_") lists its classes in ``__all__``.
-Adding a wrapper adds a module; nothing else to edit.
+Each module here lists its classes in ``__all__``. Adding a wrapper adds a module, its
+import line below and its names in ``__all__`` (tests/test_op_surface.py holds these to
+the folder).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from wheelops.nn.bias_gelu import BiasGELU
+from wheelops.nn.layer_norm import LayerNorm
+from wheelops.nn.linear_gelu import LinearGELU
+from wheelops.nn.lltm import LLTM
+from wheelops.nn.rms_norm import RMSNorm
+from wheelops.nn.silu_and_mul import SiluAndMul
+from wheelops.nn.softmax import Softmax
 
-_MODULES = tuple(
-    importlib.import_module(f"{__name__}.{info.name}")
-    for info in pkgutil.iter_modules(__path__)
-    if not info.name.startswith("_")
-)
-
-__all__ = sorted(name for module in _MODULES for name in module.__all__)
-globals().update({name: getattr(module, name) for module in _MODULES for name in module.__all__})
+__all__ = [
+    "LLTM",
+    "BiasGELU",
+    "LayerNorm",
+    "LinearGELU",
+    "RMSNorm",
+    "SiluAndMul",
+    "Softmax",
+]

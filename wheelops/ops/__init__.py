@@ -1,16 +1,16 @@
-"""The wheelops ops: one module per op, found by name (modules not starting with "_").
+"""The wheelops ops: one module per op (modules not starting with "_"), each imported below
+by name, so that readers, IDEs and type checkers find where `wheelops.<op>` is defined.
 
-Each op module defines its public function(s) in ``__all__`` and a
-``register()`` that adds its fake kernel and autograd formula once the native
-schemas are loaded (at the first lookup of an op: _first_lookup.py). Adding an op adds a
-module here; nothing else to edit.
+Each op module defines its public function(s) in ``__all__`` and a ``register()`` that
+adds its fake kernel and autograd formula once the native schemas are loaded (at the first
+lookup of an op: _first_lookup.py). Adding an op adds a module here, its import line below
+and its names in ``__all__`` (tests/test_op_surface.py holds these to the folder).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -20,11 +20,35 @@ import torch
 from wheelops._compat import loader
 from wheelops._damage import damaged_install
 from wheelops.ops._first_lookup import Registration, register_at_first_lookup
+from wheelops.ops.add import add
+from wheelops.ops.bias_gelu import bias_gelu
+from wheelops.ops.fused_linear_gelu import fused_linear_gelu
+from wheelops.ops.layer_norm import layer_norm
+from wheelops.ops.lltm import lltm
+from wheelops.ops.normalize_volume import normalize_volume
+from wheelops.ops.relu_scale import relu_scale
+from wheelops.ops.rgb_to_gray import rgb_to_gray
+from wheelops.ops.rms_norm import rms_norm
+from wheelops.ops.silu_and_mul import silu_and_mul
+from wheelops.ops.softmax import softmax
 
+__all__ = [
+    "add",
+    "bias_gelu",
+    "fused_linear_gelu",
+    "layer_norm",
+    "lltm",
+    "normalize_volume",
+    "relu_scale",
+    "rgb_to_gray",
+    "rms_norm",
+    "silu_and_mul",
+    "softmax",
+]
+
+# The op modules, whose register() the registration runs: each public function's own.
 OP_MODULES: tuple[ModuleType, ...] = tuple(
-    importlib.import_module(f"{__name__}.{info.name}")
-    for info in pkgutil.iter_modules(__path__)
-    if not info.name.startswith("_")
+    dict.fromkeys(sys.modules[globals()[name].__module__] for name in __all__)
 )
 
 
@@ -41,8 +65,6 @@ def _until_built(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-__all__ = sorted(name for module in OP_MODULES for name in module.__all__)
-globals().update({name: getattr(module, name) for module in OP_MODULES for name in module.__all__})
 if loader.loaded() is None:
     globals().update({name: _until_built(name, globals()[name]) for name in __all__})
 
