@@ -121,7 +121,7 @@ def _build_accelerator(cache: Path, verbose: bool) -> Path:
     (cache / "accel").mkdir(parents=True, exist_ok=True)
     cpp_extension.load(
         name="wheelops_accel",
-        sources=[str(native_sources.ACCEL_SOURCE)],
+        sources=[str(p) for p in native_sources.ACCEL_SOURCES],
         extra_cflags=["-O2"],
         build_directory=str(cache / "accel"),
         with_cuda=False,

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
 INCLUDE_DIR = CSRC / "include"
 # The optional autograd accelerator: built per torch version, outside the stable ABI.
-ACCEL_SOURCE = CSRC / "accel" / "autograd_accel.cpp"
+ACCEL_SOURCES = sorted((CSRC / "accel").glob("*.cpp"))
 
 
 def _sources(root: Path, suffix: str) -> list[Path]:

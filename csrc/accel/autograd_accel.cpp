@@ -7,24 +7,30 @@
 // exact version (wheelops/ops/_accel.py). Where it is absent or refused, the stable-ABI
 // layer (wheelops/ops/_autograd_fast.py) serves the same ops with the same formulas.
 //
-// Each entry returns NotImplemented where the Python layer must decide (a torch.func
-// transform, a forward-mode AD level, a __torch_function__ override, an argument of an
-// unexpected type): the caller then takes the full path. The entries never check the
-// ops' arguments: the kernels do (once, in one place), as on the Python path.
+// The entries never check the ops' arguments: the kernels do (once, in one place), as on
+// the Python path; where a kernel refuses, the op's Python path takes the call again and
+// says what is wrong.
+
+// The CPython limited API of 3.10: one build serves every CPython (python_tensor.cpp
+// holds the one exception).
+#define Py_LIMITED_API 0x030A0000
+#include <Python.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
-#include <Python.h>
-#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/forward_grad.h>
-#include <torch/csrc/autograd/python_variable.h>
 #include <torch/version.h>
 
+#include <atomic>
+#include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <tuple>
+
+#include "python_tensor.h"
 
 namespace {
 
@@ -32,6 +38,8 @@ using at::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using OptionalTensor = std::optional<Tensor>;
+using wheelops::accel::plain_tensor;
+using wheelops::accel::unpack_tensor;
 
 // --- the ops, looked up once -------------------------------------------------------------
 
@@ -280,19 +288,22 @@ struct FusedLinearGeluFunction : torch::autograd::Function<FusedLinearGeluFuncti
 };
 
 // --- the Python entries ---------------------------------------------------------------
+//
+// Each op's entry is bound to its Python path (wheelops/ops/<op>.py) as `self`, and hands
+// the call to it wherever the fast path declines: keyword arguments, an argument of a type
+// other than the plain one the op takes, a torch.func transform or forward-mode AD level,
+// a __torch_function__ mode or subclass, a GPU the guard has not yet checked, or any error
+// (the Python path runs the call again and explains the error, naming the argument).
 
 // Whether the Python layer must take this call: a torch.func transform or a forward-mode
-// AD level is active (the C++ nodes have no JVP; the Python layer's Functions do).
+// AD level is active (the C++ nodes have no JVP; the Python layer's Functions do), or a
+// __torch_function__ mode.
 bool transforms_active() {
   // A torch.func transform includes its front-mode key while any of its levels is active.
-  return c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerFrontMode) ||
+  return c10::impl::tls_is_dispatch_key_included(
+             c10::DispatchKey::FuncTorchDynamicLayerFrontMode) ||
          torch::autograd::ForwardADLevel::try_get_by_idx(0) != nullptr ||
          at::impl::torch_function_mode_enabled();
-}
-
-// A torch.Tensor or nn.Parameter, no subclass (a subclass may override __torch_function__).
-bool plain_tensor(PyObject* obj) {
-  return THPVariable_CheckExact(obj);
 }
 
 bool optional_tensor(PyObject* obj) {
@@ -300,7 +311,25 @@ bool optional_tensor(PyObject* obj) {
 }
 
 Tensor unpack(PyObject* obj) {
-  return obj == Py_None ? Tensor() : THPVariable_Unpack(obj);
+  return obj == Py_None ? Tensor() : unpack_tensor(obj);
+}
+
+// The GPUs on which the Python path's first call passed the guard's checks
+// (wheelops/ops/_checks.py runnable: kernels for this GPU, the CUDA library loaded). Its
+// verdict is per device and final, so one passed call clears the device for good.
+std::atomic<uint64_t> cleared_devices{0};
+
+// Whether `t` may run here; else `*device` is the GPU that the Python path must check.
+bool cleared(const Tensor& t, int* device) {
+  if (!t.is_cuda()) {
+    return true;
+  }
+  int index = t.get_device();
+  if (index >= 0 && index < 64 && (cleared_devices.load(std::memory_order_relaxed) >> index & 1)) {
+    return true;
+  }
+  *device = index;
+  return false;
 }
 
 bool wants_gradient(std::initializer_list<const Tensor*> tensors) {
@@ -316,7 +345,7 @@ bool wants_gradient(std::initializer_list<const Tensor*> tensors) {
 }
 
 PyObject* wrap(Tensor t) {
-  return THPVariable_Wrap(std::move(t));
+  return wheelops::accel::wrap_tensor(std::move(t));
 }
 
 PyObject* wrap_pair(Tensor a, Tensor b) {
@@ -335,21 +364,23 @@ PyObject* wrap_pair(Tensor a, Tensor b) {
   return pair;
 }
 
-// Python float or int -> double; false (with no Python error left) for anything else.
+// A Python float or int (not bool) -> double; false for anything else, or an int beyond
+// float64 (the Python path says which argument).
 bool as_double(PyObject* obj, double* out) {
   if (PyFloat_CheckExact(obj)) {
-    *out = PyFloat_AS_DOUBLE(obj);
+    *out = PyFloat_AsDouble(obj);
     return true;
   }
   if (PyLong_CheckExact(obj)) {
     *out = PyLong_AsDouble(obj);
-    if (*out == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return false;
-    }
-    return true;
+    return !(*out == -1.0 && PyErr_Occurred());
   }
   return false;
+}
+
+// eps as the norms take it: a non-negative number (the Python path refuses NaN and < 0).
+bool as_eps(PyObject* obj, double* out) {
+  return as_double(obj, out) && *out >= 0;
 }
 
 bool as_int(PyObject* obj, int64_t* out) {
@@ -368,178 +399,260 @@ bool as_string(PyObject* obj, std::string* out) {
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(obj, &size);
   if (data == nullptr) {
-    PyErr_Clear();
     return false;
   }
   out->assign(data, static_cast<size_t>(size));
   return true;
 }
 
-bool as_bool(PyObject* obj, bool* out) {
-  if (!PyBool_Check(obj)) {
-    return false;
+// python_path(*args, **kwargs) from a vectorcall's arguments (PyObject_Vectorcall is not
+// in the limited API of 3.10; this is the path of the calls the accelerator declines).
+PyObject* call(PyObject* python_path, PyObject* const* args, Py_ssize_t nargs,
+               PyObject* kwnames) {
+  PyObject* positional = PyTuple_New(nargs);
+  if (positional == nullptr) {
+    return nullptr;
   }
-  *out = obj == Py_True;
-  return true;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    Py_INCREF(args[i]);
+    PyTuple_SetItem(positional, i, args[i]);
+  }
+  PyObject* keywords = nullptr;
+  if (kwnames != nullptr) {
+    keywords = PyDict_New();
+    for (Py_ssize_t i = 0; keywords != nullptr && i < PyTuple_Size(kwnames); ++i) {
+      if (PyDict_SetItem(keywords, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0) {
+        Py_CLEAR(keywords);
+      }
+    }
+    if (keywords == nullptr) {
+      Py_DECREF(positional);
+      return nullptr;
+    }
+  }
+  PyObject* result = PyObject_Call(python_path, positional, keywords);
+  Py_DECREF(positional);
+  Py_XDECREF(keywords);
+  return result;
 }
 
-#define DECLINE() Py_RETURN_NOTIMPLEMENTED
+// Each fast path returns the result, or nullptr to decline (any Python error it left is
+// cleared); `device`: a GPU to clear once the Python path has run on it.
+using FastPath = PyObject* (*)(PyObject* const* args, Py_ssize_t nargs, int* device);
 
-PyObject* add_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (nargs != 2 || !plain_tensor(args[0]) || !plain_tensor(args[1]) || transforms_active()) {
-    DECLINE();
+template <FastPath fast>
+PyObject* entry(PyObject* python_path, PyObject* const* args, Py_ssize_t nargs,
+                PyObject* kwnames) {
+  int device = -1;
+  if (kwnames == nullptr && !transforms_active()) {
+    PyObject* result = nullptr;
+    try {
+      result = fast(args, nargs, &device);
+    } catch (...) {
+      result = nullptr;  // the Python path runs the call again and says what is wrong
+    }
+    if (result != nullptr) {
+      return result;
+    }
+    PyErr_Clear();
   }
-  const Tensor& a = THPVariable_Unpack(args[0]);
-  const Tensor& b = THPVariable_Unpack(args[1]);
+  PyObject* result = call(python_path, args, nargs, kwnames);
+  if (result != nullptr && device >= 0 && device < 64) {
+    cleared_devices.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
+  }
+  return result;
+}
+
+PyObject* add_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
+  if (nargs != 2 || !plain_tensor(args[0]) || !plain_tensor(args[1])) {
+    return nullptr;
+  }
+  const Tensor& a = unpack_tensor(args[0]);
+  const Tensor& b = unpack_tensor(args[1]);
+  if (!cleared(a, device)) {
+    return nullptr;
+  }
   if (wants_gradient({&a, &b})) {
     return wrap(AddFunction::apply(a, b));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(add_op().call(a, b));
-  END_HANDLE_TH_ERRORS
 }
 
-PyObject* relu_scale_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
+PyObject* relu_scale_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
   double alpha = 0;
-  if (nargs != 2 || !plain_tensor(args[0]) || !as_double(args[1], &alpha) ||
-      transforms_active()) {
-    DECLINE();
+  if (nargs != 2 || !plain_tensor(args[0]) || !as_double(args[1], &alpha)) {
+    return nullptr;
   }
-  const Tensor& x = THPVariable_Unpack(args[0]);
+  const Tensor& x = unpack_tensor(args[0]);
+  if (!cleared(x, device)) {
+    return nullptr;
+  }
   if (wants_gradient({&x})) {
     return wrap(ReluScaleFunction::apply(x, alpha)[0]);
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(relu_scale_op().call(x, alpha));
-  END_HANDLE_TH_ERRORS
 }
 
-PyObject* softmax_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
+PyObject* softmax_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
   int64_t dim = 0;
-  if (nargs != 2 || !plain_tensor(args[0]) || !as_int(args[1], &dim) || transforms_active()) {
-    DECLINE();
+  if (nargs != 2 || !plain_tensor(args[0]) || !as_int(args[1], &dim)) {
+    return nullptr;
   }
-  const Tensor& x = THPVariable_Unpack(args[0]);
+  const Tensor& x = unpack_tensor(args[0]);
+  if (!cleared(x, device)) {
+    return nullptr;
+  }
   if (wants_gradient({&x})) {
     return wrap(SoftmaxFunction::apply(x, dim));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(softmax_op().call(x, dim));
-  END_HANDLE_TH_ERRORS
 }
 
-PyObject* layer_norm_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
+PyObject* layer_norm_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
   double eps = 0;
   if (nargs != 4 || !plain_tensor(args[0]) || !optional_tensor(args[1]) ||
-      !optional_tensor(args[2]) || !as_double(args[3], &eps) || transforms_active()) {
-    DECLINE();
+      !optional_tensor(args[2]) || !as_eps(args[3], &eps)) {
+    return nullptr;
   }
-  const Tensor& x = THPVariable_Unpack(args[0]);
+  const Tensor& x = unpack_tensor(args[0]);
   Tensor weight = unpack(args[1]);
   Tensor bias = unpack(args[2]);
+  if (!cleared(x, device)) {
+    return nullptr;
+  }
   if (wants_gradient({&x, &weight, &bias})) {
     return wrap(LayerNormFunction::apply(x, as_optional(weight), as_optional(bias), eps)[0]);
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(layer_norm_inference_op().call(x, as_optional(weight), as_optional(bias), eps));
-  END_HANDLE_TH_ERRORS
 }
 
-PyObject* rms_norm_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  double eps = 0;
-  if (nargs != 3 || !plain_tensor(args[0]) || !optional_tensor(args[1]) ||
-      !as_double(args[2], &eps) || transforms_active()) {
-    DECLINE();
+PyObject* rms_norm_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
+  if (nargs != 3 || !plain_tensor(args[0]) || !optional_tensor(args[1])) {
+    return nullptr;
   }
-  const Tensor& x = THPVariable_Unpack(args[0]);
+  const Tensor& x = unpack_tensor(args[0]);
+  double eps = 0;
+  if (args[2] == Py_None) {
+    // F.rms_norm's eps=None (wheelops/ops/rms_norm.py default_eps): the epsilon of the
+    // float32 or float64 compute dtype.
+    eps = x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                         : std::numeric_limits<float>::epsilon();
+  } else if (!as_eps(args[2], &eps)) {
+    return nullptr;
+  }
   Tensor weight = unpack(args[1]);
+  if (!cleared(x, device)) {
+    return nullptr;
+  }
   if (wants_gradient({&x, &weight})) {
     return wrap(RmsNormFunction::apply(x, as_optional(weight), eps)[0]);
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(rms_norm_inference_op().call(x, as_optional(weight), eps));
-  END_HANDLE_TH_ERRORS
 }
 
-PyObject* bias_gelu_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
+PyObject* bias_gelu_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
   std::string approximate;
   if (nargs != 3 || !plain_tensor(args[0]) || !plain_tensor(args[1]) ||
-      !as_string(args[2], &approximate) || transforms_active()) {
-    DECLINE();
+      !as_string(args[2], &approximate)) {
+    return nullptr;
   }
-  const Tensor& x = THPVariable_Unpack(args[0]);
-  const Tensor& bias = THPVariable_Unpack(args[1]);
+  const Tensor& x = unpack_tensor(args[0]);
+  const Tensor& bias = unpack_tensor(args[1]);
+  if (!cleared(x, device)) {
+    return nullptr;
+  }
   if (wants_gradient({&x, &bias})) {
     return wrap(BiasGeluFunction::apply(x, bias, approximate));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(bias_gelu_op().call(x, bias, approximate));
-  END_HANDLE_TH_ERRORS
 }
 
-PyObject* silu_and_mul_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (nargs != 1 || !plain_tensor(args[0]) || transforms_active()) {
-    DECLINE();
+PyObject* silu_and_mul_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
+  if (nargs != 1 || !plain_tensor(args[0])) {
+    return nullptr;
   }
-  const Tensor& x = THPVariable_Unpack(args[0]);
+  const Tensor& x = unpack_tensor(args[0]);
+  if (!cleared(x, device)) {
+    return nullptr;
+  }
   if (wants_gradient({&x})) {
     return wrap(SiluAndMulFunction::apply(x));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(silu_and_mul_op().call(x));
-  END_HANDLE_TH_ERRORS
 }
 
-// Returns (output, pre_activation), as the op does.
-PyObject* fused_linear_gelu_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
+// wheelops.fused_linear_gelu(input, weight, bias, approximate) -> output.
+PyObject* fused_linear_gelu_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
   std::string approximate;
-  bool allow_tf32 = false;
-  bool keep = false;
-  if (nargs != 6 || !plain_tensor(args[0]) || !plain_tensor(args[1]) ||
-      !optional_tensor(args[2]) || !as_string(args[3], &approximate) ||
-      !as_bool(args[4], &allow_tf32) || !as_bool(args[5], &keep) || transforms_active()) {
-    DECLINE();
+  if (nargs != 4 || !plain_tensor(args[0]) || !plain_tensor(args[1]) ||
+      !optional_tensor(args[2]) || !as_string(args[3], &approximate)) {
+    return nullptr;
   }
-  const Tensor& input = THPVariable_Unpack(args[0]);
-  const Tensor& weight = THPVariable_Unpack(args[1]);
+  const Tensor& input = unpack_tensor(args[0]);
+  const Tensor& weight = unpack_tensor(args[1]);
   Tensor bias = unpack(args[2]);
+  if (!cleared(input, device)) {
+    return nullptr;
+  }
+  // F.linear's rule (wheelops/ops/fused_linear_gelu.py allows_tf32): a float32 CUDA GEMM
+  // may use TF32 where torch.backends.cuda.matmul.allow_tf32 says so.
+  bool allow_tf32 = input.is_cuda() && input.scalar_type() == at::kFloat &&
+                    at::globalContext().allowTF32CuBLAS();
   if (wants_gradient({&input, &weight, &bias})) {
-    if (!keep) {
-      // Without the pre-activation the backward computes the GEMM again: the Python
-      // layer's case (wheelops.fused_linear_gelu keeps it whenever a gradient is wanted).
-      DECLINE();
-    }
-    auto outputs = FusedLinearGeluFunction::apply(input, weight, as_optional(bias), approximate,
-                                                  allow_tf32, keep);
-    return wrap_pair(outputs[0], outputs[1]);
+    // The pre-activation is kept for the backward (keeps_pre_activation).
+    return wrap(FusedLinearGeluFunction::apply(input, weight, as_optional(bias), approximate,
+                                               allow_tf32, true)[0]);
   }
   at::AutoDispatchBelowADInplaceOrView below;
-  auto [out, pre] =
-      fused_linear_gelu_op().call(input, weight, as_optional(bias), approximate, allow_tf32, keep);
-  return wrap_pair(std::move(out), std::move(pre));
-  END_HANDLE_TH_ERRORS
+  return wrap(std::get<0>(fused_linear_gelu_op().call(input, weight, as_optional(bias),
+                                                      approximate, allow_tf32, false)));
 }
 
-#undef DECLINE
+#define ENTRY(name)                                                                     \
+  PyMethodDef {                                                                         \
+    #name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&entry<name##_fast>)), \
+        METH_FASTCALL | METH_KEYWORDS, nullptr                                          \
+  }
 
-#define ENTRY(name) \
-  {#name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(name##_entry)), METH_FASTCALL, nullptr}
-
-PyMethodDef methods[] = {
-    ENTRY(add),        ENTRY(relu_scale),   ENTRY(softmax),           ENTRY(layer_norm),
-    ENTRY(rms_norm),   ENTRY(bias_gelu),    ENTRY(silu_and_mul),      ENTRY(fused_linear_gelu),
-    {nullptr, nullptr, 0, nullptr},
+// One definition per op: bind() makes a function of it with the op's Python path as self.
+PyMethodDef entries[] = {
+    ENTRY(add),      ENTRY(relu_scale), ENTRY(softmax),      ENTRY(layer_norm),
+    ENTRY(rms_norm), ENTRY(bias_gelu),  ENTRY(silu_and_mul), ENTRY(fused_linear_gelu),
 };
 
 #undef ENTRY
+
+// bind(op, python_path): wheelops.<op>'s accelerated entry, falling back to python_path;
+// None where this build has no entry for `op`.
+PyObject* bind(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "bind(op: str, python_path: callable)");
+    return nullptr;
+  }
+  const char* op = PyUnicode_AsUTF8AndSize(args[0], nullptr);
+  if (op == nullptr) {
+    return nullptr;
+  }
+  for (PyMethodDef& def : entries) {
+    if (std::strcmp(def.ml_name, op) == 0) {
+      return PyCFunction_NewEx(&def, args[1], nullptr);
+    }
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef methods[] = {
+    {"bind", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(bind)), METH_FASTCALL,
+     "bind(op, python_path): the op's accelerated entry, or None"},
+    {nullptr, nullptr, 0, nullptr},
+};
 
 PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "wheelops_accel", "wheelops' autograd accelerator", -1, methods,

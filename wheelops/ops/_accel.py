@@ -4,11 +4,14 @@ calls most; the stable-ABI layer (_autograd_fast.py) serves everything else, and
 call where this module finds no accelerator for the running torch.
 
 A wheel carries one build per torch version it was made for, at
-``wheelops/_accel/torch<version>/wheelops_accel<EXT_SUFFIX>`` (the suffix names the
-CPython ABI). It is loaded only where ``<version>`` equals this torch's own, without its
-local label (the C++ autograd API it uses is the same in the CPU and CUDA builds of one
-version); any failure to load it leaves the stable-ABI layer serving, and
-``WHEELOPS_ACCEL=0`` turns it off. ``state()`` says which it is, for the doctor.
+``wheelops/_accel/torch<version>/wheelops_accel.abi3.so``: one library for every CPython
+from 3.10 (CPython's limited API, but for the few lines of csrc/accel/python_tensor.cpp,
+which read fields whose offsets every CPython shares). It is loaded only where
+``<version>`` equals this torch's own, without its local label (the C++ autograd API it
+uses is the same in the CPU and CUDA builds of one version); any failure to load it
+leaves the stable-ABI layer serving. ``WHEELOPS_ACCEL=0`` turns it off;
+``WHEELOPS_ACCEL_LIBRARY=PATH`` loads a build from elsewhere (python -m
+build_tools.accelerator makes one), under the same checks. ``state()`` says which it is.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
-import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -39,8 +41,7 @@ def torch_version() -> str:
 
 
 def expected_path() -> Path:
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    return _PACKAGE_DIR / f"torch{torch_version()}" / f"{_MODULE_NAME}{suffix}"
+    return _PACKAGE_DIR / f"torch{torch_version()}" / f"{_MODULE_NAME}.abi3.so"
 
 
 def use_build(path: Path) -> None:
@@ -54,7 +55,7 @@ def _load() -> None:
     if os.environ.get("WHEELOPS_ACCEL", "1") == "0":
         _state = "off (WHEELOPS_ACCEL=0)"
         return
-    path = _built_here or expected_path()
+    path = Path(os.environ.get("WHEELOPS_ACCEL_LIBRARY") or _built_here or expected_path())
     if not path.is_file():
         _state = f"absent for torch {torch_version()}: the stable-ABI autograd layer serves"
         return
@@ -83,8 +84,11 @@ def state() -> str:
     return _state
 
 
-def entry(op: str) -> Callable[..., Any] | None:
-    """The accelerated eager entry of wheelops::`op`, or None where there is none."""
+def entry(op: str, python_path: Callable[..., Any]) -> Callable[..., Any]:
+    """wheelops.`op`'s eager entry: the accelerator's, which hands every call it does not
+    serve to ``python_path`` (the op's own path), where it serves this op; else
+    ``python_path`` itself."""
     if _state is None:
         _load()
-    return getattr(_module, op, None) if _module is not None else None
+    bound = _module.bind(op, python_path) if _module is not None else None
+    return python_path if bound is None else bound

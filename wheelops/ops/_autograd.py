@@ -22,6 +22,7 @@ The op modules call only what this module exports.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -40,6 +41,7 @@ else:
 
 __all__ = [
     "PUBLIC",
+    "accelerated",
     "call",
     "call_eager",
     "may_carry_tangents",
@@ -80,6 +82,19 @@ def register(
         gradient_of=gradient_of,
         forward_with=forward_with,
     )
+
+
+def accelerated(op: str, python_path: Callable[..., Any]) -> Callable[..., Any]:
+    """wheelops.`op`'s eager entry: the optional C++ accelerator's (wheelops/ops/_accel.py),
+    which hands every call it does not serve to ``python_path``, where it serves this op
+    and this torch; else ``python_path``. The public layer uses public torch APIs alone,
+    so never the accelerator. Called by the op's register(), after the native schemas
+    exist."""
+    if PUBLIC:
+        return python_path
+    from wheelops.ops import _accel
+
+    return _accel.entry(op, python_path)
 
 
 def register_gradient_without_derivatives(forward: str) -> None:

@@ -20,7 +20,6 @@ from torch.autograd import forward_ad
 from torch.autograd.forward_ad import _set_fwd_grad_enabled
 from torch.autograd.function import _SingleLevelFunction
 
-from wheelops.ops import _accel
 from wheelops.ops._unsupported import Formula, unsupported
 
 _LIBRARY = torch.library.Library("wheelops", "FRAGMENT")  # kept alive: it holds the kernels
@@ -59,9 +58,6 @@ class _Direct(NamedTuple):
 # Each op's direct Function, for `call_eager`.
 _FUNCTIONS: dict[Any, _Direct] = {}
 
-# The C++ entries of the autograd accelerator (_accel.py), by overload, where it serves.
-_ACCELERATED: dict[Any, Callable[..., Any]] = {}
-
 
 def call(overload: Any, *args: Any) -> Any:
     """``overload(*args)``, the way every wheelops function calls its op.
@@ -82,13 +78,6 @@ def call_eager(overload: Any, args: tuple, inference: Any = None) -> Any:
     """`call` where the caller knows that torch.compile is not tracing. ``inference``: an
     op of the same arguments returning `overload`'s first output alone, run when no
     derivative is wanted; then the first output is returned either way."""
-    accelerated = _ACCELERATED.get(overload)
-    if accelerated is not None:
-        # Everything below, in C++; NotImplemented where a transform or an override needs
-        # the full path.
-        result = accelerated(*args)
-        if result is not NotImplemented:
-            return result
     # may_carry_tangents() inlined: this is every call's path, and a call costs ~0.1 µs.
     if (
         forward_ad._current_level >= 0
@@ -207,6 +196,3 @@ def register(
         },
     )
     _FUNCTIONS[overload] = _Direct(direct, defaults, 0 if forward_with is None else returns)
-    accelerated = _accel.entry(op)
-    if accelerated is not None:
-        _ACCELERATED[overload] = accelerated

@@ -35,7 +35,18 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         >>> wheelops.add(torch.ones(3), torch.arange(3.0))
         tensor([1., 2., 3.])
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(a, b)
+
+
+def _python_path(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """wheelops.add's own path: every call under torch.compile, and each call the
+    accelerator hands back (wheelops/ops/_accel.py)."""
     return _entry.run("add", lambda: _check(a, b), _OPS.add.default, a, b)
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -61,3 +72,6 @@ def _jvp(ctx: Any, a_tangent: torch.Tensor | None, b_tangent: torch.Tensor | Non
 def register() -> None:
     torch.library.register_fake("wheelops::add", _fake)
     _autograd.register("add", setup_context=_setup_context, backward=_backward, jvp=_jvp)
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("add", _python_path)

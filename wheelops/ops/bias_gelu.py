@@ -48,6 +48,12 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
         >>> torch.allclose(wheelops.bias_gelu(x, b), torch.nn.functional.gelu(x + b))
         True
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(x, bias, approximate)
+
+
+def _python_path(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """wheelops.bias_gelu's own path: every call under torch.compile, and each call the
+    accelerator hands back (wheelops/ops/_accel.py)."""
     return _entry.run(
         "bias_gelu",
         lambda: _check("bias_gelu", x, bias, approximate),
@@ -56,6 +62,11 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
         bias,
         approximate,
     )
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _fake(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
@@ -108,3 +119,6 @@ def register() -> None:
     torch.library.register_fake("wheelops::bias_gelu_backward", _fake_backward)
     _autograd.register("bias_gelu", setup_context=_setup_context, backward=_backward, jvp=_jvp)
     _autograd.register_gradient_without_derivatives("bias_gelu")
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("bias_gelu", _python_path)

@@ -121,6 +121,19 @@ def fused_linear_gelu(
         >>> torch.allclose(wheelops.fused_linear_gelu(x, w, b), ref, atol=1e-6)
         True
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(
+        input, weight, bias, approximate
+    )
+
+
+def _python_path(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    approximate: str = "none",
+) -> torch.Tensor:
+    """wheelops.fused_linear_gelu's own path: every call under torch.compile, and each
+    call the accelerator hands back (wheelops/ops/_accel.py)."""
     return _entry.run(
         OP,
         lambda: _check(OP, input, weight, bias, approximate),
@@ -132,6 +145,11 @@ def fused_linear_gelu(
         allows_tf32(input),
         keeps_pre_activation(input, weight, bias),
     )[0]
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _output_shape(input: torch.Tensor, weight: torch.Tensor) -> tuple[int, ...]:
@@ -244,3 +262,6 @@ def register() -> None:
     _autograd.register(OP, setup_context=_setup_context, backward=_backward, jvp=_jvp)
     _autograd.register_gradient_without_derivatives(OP)
     _vmap.register_loop(BACKWARD_OP)
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("fused_linear_gelu", _python_path)

@@ -49,6 +49,17 @@ def layer_norm(
         >>> torch.allclose(wheelops.layer_norm(x, w, b), ref, atol=1e-6)
         True
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(x, weight, bias, eps)
+
+
+def _python_path(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """wheelops.layer_norm's own path: every call under torch.compile, and each call the
+    accelerator hands back (wheelops/ops/_accel.py)."""
     eps = _norm_checks.eps_value("layer_norm", eps)
     return _entry.run(
         "layer_norm",
@@ -60,6 +71,11 @@ def layer_norm(
         eps,
         inference=_OPS.layer_norm_inference.default,
     )
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _fake(
@@ -168,3 +184,6 @@ def register() -> None:
         "layer_norm_inference", setup_context=_autograd.no_context, backward=None, jvp=None
     )
     _vmap.register_loop("layer_norm_backward")
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("layer_norm", _python_path)

@@ -27,6 +27,12 @@ def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
         >>> wheelops.relu_scale(torch.tensor([-1.0, 2.0]), 0.5)
         tensor([0., 1.])
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(x, alpha)
+
+
+def _python_path(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    """wheelops.relu_scale's own path: every call under torch.compile, and each call the
+    accelerator hands back (wheelops/ops/_accel.py)."""
     alpha = _checks.python_float("relu_scale", "alpha", alpha)
     return _entry.run(
         "relu_scale",
@@ -35,6 +41,11 @@ def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
         x,
         alpha,
     )
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _fake(x: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -133,3 +144,6 @@ def register() -> None:
         jvp=_backward_jvp,
         gradient_of="relu_scale",
     )
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("relu_scale", _python_path)

@@ -50,6 +50,14 @@ def rms_norm(
         >>> torch.allclose(wheelops.rms_norm(x, w), ref, atol=1e-6)
         True
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(x, weight, eps)
+
+
+def _python_path(
+    x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None
+) -> torch.Tensor:
+    """wheelops.rms_norm's own path: every call under torch.compile, and each call the
+    accelerator hands back (wheelops/ops/_accel.py)."""
     if eps is None:
         eps = default_eps(getattr(x, "dtype", None))  # x itself is checked below
     eps = _norm_checks.eps_value("rms_norm", eps)
@@ -62,6 +70,11 @@ def rms_norm(
         eps,
         inference=_OPS.rms_norm_inference.default,
     )
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _fake(
@@ -149,3 +162,6 @@ def register() -> None:
         "rms_norm_inference", setup_context=_autograd.no_context, backward=None, jvp=None
     )
     _vmap.register_loop("rms_norm_backward")
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("rms_norm", _python_path)

@@ -49,12 +49,23 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
         >>> torch.allclose(wheelops.silu_and_mul(x), torch.nn.functional.silu(a) * b)
         True
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(x)
+
+
+def _python_path(x: torch.Tensor) -> torch.Tensor:
+    """wheelops.silu_and_mul's own path: every call under torch.compile, and each call the
+    accelerator hands back (wheelops/ops/_accel.py)."""
     return _entry.run(
         "silu_and_mul",
         lambda: _check("silu_and_mul", x),
         _OPS.silu_and_mul.default,
         x,
     )
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _fake(x: torch.Tensor) -> torch.Tensor:
@@ -104,3 +115,6 @@ def register() -> None:
     torch.library.register_fake("wheelops::silu_and_mul_backward", _fake_backward)
     _autograd.register("silu_and_mul", setup_context=_setup_context, backward=_backward, jvp=_jvp)
     _autograd.register_gradient_without_derivatives("silu_and_mul")
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("silu_and_mul", _python_path)

@@ -43,6 +43,12 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         tensor([[0.5000, 0.5000],
                 [1.0000, 0.0000]])
     """
+    return (_python_path if torch.compiler.is_compiling() else _eager)(x, dim)
+
+
+def _python_path(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """wheelops.softmax's own path: every call under torch.compile, and each call the
+    accelerator hands back (wheelops/ops/_accel.py)."""
     _checks.python_int("softmax", "dim", dim)  # the op's schema would take a bool
     return _entry.run(
         "softmax",
@@ -51,6 +57,11 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         x,
         dim,
     )
+
+
+# The eager entry: the accelerator's once register() has run, where it serves this op
+# (wheelops/ops/_autograd.py accelerated); until then, and without it, the Python path.
+_eager = _python_path
 
 
 def _fake(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -139,3 +150,6 @@ def register() -> None:
         jvp=_backward_jvp,
         gradient_of="softmax",
     )
+    # Last: the entry calls the ops registered above.
+    global _eager
+    _eager = _autograd.accelerated("softmax", _python_path)

@@ -1,0 +1,217 @@
+"""The optional autograd accelerator (DESIGN.md 13; csrc/accel/, wheelops/ops/_accel.py):
+one library per torch version of the matrix, each compiled against that version's own
+headers, outside the stable ABI.
+
+No torch needs to be installed for it. The headers come from PyPI's torch wheel of each
+version, of which only torch/include/ is read, with HTTP range requests (a few MB of a
+500 MB file), and cached. The library names torch's libraries (libtorch_cpu.so, libc10.so,
+libtorch_python.so, all loaded by `import torch` before wheelops loads it) through stubs
+that carry only their sonames: it binds to the running torch's own copies.
+
+    python -m build_tools.accelerator --out DIR [--torch 2.11.0 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import urllib.parse
+import urllib.request
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from build_tools import native_sources
+
+PYPI_JSON = os.environ.get("WHEELOPS_TORCH_JSON_URL", "https://pypi.org/pypi")
+# The libraries the accelerator calls into, named by soname only (see the docstring).
+TORCH_LIBRARIES = ("torch_python", "torch_cpu", "c10")
+CXX_FLAGS = [
+    "-std=c++20",
+    "-O2",
+    "-fPIC",
+    "-fvisibility=hidden",
+    "-D_GLIBCXX_USE_CXX11_ABI=1",
+    "-ffunction-sections",
+    "-fdata-sections",
+]
+LINK_FLAGS = ["-shared", "-Wl,--gc-sections", "-s"]
+
+
+def library_path(package: Path, torch_version: str) -> Path:
+    """Where wheelops/ops/_accel.py looks for the build for `torch_version`."""
+    return package / "_accel" / f"torch{torch_version}" / "wheelops_accel.abi3.so"
+
+
+def cache_root() -> Path:
+    root = os.environ.get("WHEELOPS_ACCEL_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "wheelops" / "accel"
+
+
+class _RemoteFile(io.RawIOBase):
+    """A file on an HTTP server read by ranges, in blocks: enough of a file for zipfile."""
+
+    BLOCK = 4 << 20
+
+    def __init__(self, url: str, size: int) -> None:
+        self.url, self.size, self.pos = url, size, 0
+        self.blocks: dict[int, bytes] = {}
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
+        return self.pos
+
+    def _block(self, index: int) -> bytes:
+        if index not in self.blocks:
+            start = index * self.BLOCK
+            end = min(start + self.BLOCK, self.size) - 1
+            request = urllib.request.Request(self.url, headers={"Range": f"bytes={start}-{end}"})
+            with urllib.request.urlopen(request, timeout=120) as response:
+                if response.status != 206:
+                    raise RuntimeError(f"{self.url}: the server ignored a range request")
+                self.blocks[index] = response.read()
+        return self.blocks[index]
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer)
+        done = 0
+        while done < len(view) and self.pos < self.size:
+            block = self._block(self.pos // self.BLOCK)
+            offset = self.pos % self.BLOCK
+            chunk = block[offset : offset + len(view) - done]
+            view[done : done + len(chunk)] = chunk
+            done += len(chunk)
+            self.pos += len(chunk)
+        return done
+
+
+@functools.cache
+def _releases(index: str) -> dict[str, list[dict]]:
+    # The project's JSON (every release's files): a release's own URL is not served by
+    # every PyPI mirror.
+    with urllib.request.urlopen(index, timeout=120) as response:
+        return json.load(response)["releases"]
+
+
+def _wheel_url(torch_version: str, platform: str) -> tuple[str, int]:
+    """The URL and size of one of PyPI's torch wheels of `torch_version` for `platform`
+    (any CPython: the headers are the same)."""
+    index = f"{PYPI_JSON}/torch/json"
+    for entry in _releases(index).get(torch_version, []):
+        name = entry["filename"]
+        if name.endswith(f"_{platform}.whl") and "manylinux" in name:
+            return urllib.parse.urljoin(index, entry["url"]), int(entry["size"])
+    raise RuntimeError(f"PyPI has no torch {torch_version} wheel for {platform} ({index})")
+
+
+def torch_headers(torch_version: str, platform: str) -> Path:
+    """torch/include/ of PyPI's torch `torch_version` for `platform`, cached."""
+    target = cache_root() / "headers" / f"torch{torch_version}-{platform}"
+    if (target / "complete").exists():
+        return target / "include"
+    url, size = _wheel_url(torch_version, platform)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="headers-", dir=target.parent))
+    with zipfile.ZipFile(io.BufferedReader(_RemoteFile(url, size), 1 << 20)) as wheel:
+        for member in wheel.infolist():
+            if member.filename.startswith("torch/include/") and not member.is_dir():
+                wheel.extract(member, work)
+    shutil.rmtree(target, ignore_errors=True)
+    (work / "torch").rename(target)
+    shutil.rmtree(work)
+    (target / "complete").write_text(url + "\n")
+    return target / "include"
+
+
+def _soname_stubs(directory: Path, cc: str) -> Path:
+    """Empty libraries named as torch's, for the linker to record as needed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in TORCH_LIBRARIES:
+        stub = directory / f"lib{name}.so"
+        if not stub.exists():
+            subprocess.run(
+                [cc, "-shared", "-x", "c", "/dev/null", f"-Wl,-soname,lib{name}.so", "-o", stub],
+                check=True,
+            )
+    return directory
+
+
+def _source_digest(cxx: str) -> str:
+    digest = hashlib.sha256(" ".join([cxx, *CXX_FLAGS, *LINK_FLAGS]).encode())
+    for source in sorted(native_sources.CSRC.joinpath("accel").iterdir()):
+        digest.update(source.name.encode() + source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build(torch_version: str, out: Path, platform: str = "x86_64", cxx: str = "g++") -> Path:
+    """The accelerator for `torch_version` at `out` (a cached build when the sources, the
+    flags and the compiler are the same)."""
+    cached = cache_root() / "builds" / _source_digest(cxx) / f"torch{torch_version}-{platform}.so"
+    if not cached.exists():
+        include = torch_headers(torch_version, platform)
+        stubs = _soname_stubs(cache_root() / "stubs", cxx)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(".partial")
+        subprocess.run(
+            [
+                cxx,
+                *CXX_FLAGS,
+                f"-I{include}",
+                f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}",
+                f"-I{sysconfig.get_paths()['include']}",
+                *map(str, native_sources.ACCEL_SOURCES),
+                *LINK_FLAGS,
+                f"-L{stubs}",
+                "-Wl,--no-as-needed",
+                *(f"-l{name}" for name in TORCH_LIBRARIES),
+                "-o",
+                str(partial),
+            ],
+            check=True,
+        )
+        partial.rename(cached)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cached, out)
+    return out
+
+
+def build_all(package: Path, torch_versions: list[str], platform: str = "x86_64") -> list[Path]:
+    """One accelerator per torch version into `package` (wheelops/), two compilers at a time."""
+    jobs = max(1, min(len(torch_versions), int(os.environ.get("MAX_JOBS", "2"))))
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(
+            pool.map(lambda v: build(v, library_path(package, v), platform), torch_versions)
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.accelerator", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--out", type=Path, required=True, help="the package directory")
+    parser.add_argument("--torch", action="append", required=True, help="a torch version")
+    args = parser.parse_args(argv)
+    for path in build_all(args.out, args.torch):
+        print(f"{path}: {path.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""The optional autograd accelerator (wheelops/ops/_accel.py, csrc/accel/; DESIGN.md 13):
+where it serves, each accelerated op gives bit for bit what its own Python path gives,
+values and gradients, and hands every call it declines (keywords, subclasses, transforms,
+bad arguments) to that path; where it is off, absent or cannot load, the Python path
+serves alone and `_accel.state()` says why."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+from _native_fixtures import installed_copy, run_python
+
+REPO = Path(__file__).resolve().parent.parent
+TORCH = torch.__version__.split("+")[0]
+
+# Every accelerated op, called through its public function (the accelerator's entry) and
+# through its Python path, on the same inputs; the gradients of both by autograd.grad.
+EQUIVALENCE = r"""
+import json, sys
+import torch, wheelops
+from wheelops.ops import _accel
+
+torch.manual_seed(0)
+def t(*shape):
+    return torch.randn(*shape, dtype=torch.float64).float().requires_grad_()
+
+x, w, b, wide = t(4, 8), t(8), t(8), t(4, 16)
+weight, bias = t(16, 8), t(16)
+calls = [
+    ("add", (x, t(4, 8))), ("relu_scale", (x, 1.7)), ("relu_scale", (x, 2)),
+    ("softmax", (x, -1)), ("softmax", (x, 0)),
+    ("layer_norm", (x, w, b, 1e-5)), ("layer_norm", (x, None, None, 1e-5)),
+    ("layer_norm", (x, None, b, 0.5)), ("rms_norm", (x, w, None)), ("rms_norm", (x, None, 1e-3)),
+    ("bias_gelu", (x, b, "none")), ("bias_gelu", (x, b, "tanh")), ("silu_and_mul", (wide,)),
+    ("fused_linear_gelu", (x, weight, bias, "none")),
+    ("fused_linear_gelu", (x, weight, None, "tanh")),
+]
+report = {"mismatches": [], "served": [], "grad_fns": {}}
+for name, args in calls:
+    module = sys.modules[f"wheelops.ops.{name}"]
+    public = getattr(wheelops, name)
+    public(*args)  # the first call registers the ops: the entry is bound after it
+    inputs = [a for a in args if isinstance(a, torch.Tensor)]
+    for grad_mode in (True, False):
+        with torch.set_grad_enabled(grad_mode):
+            fast, slow = public(*args), module._python_path(*args)
+        same = torch.equal(fast, slow)
+        if grad_mode:
+            report["grad_fns"][name] = [type(fast.grad_fn).__name__, type(slow.grad_fn).__name__]
+            g = torch.randn_like(fast)
+            fast_grads = torch.autograd.grad(fast, inputs, g)
+            slow_grads = torch.autograd.grad(slow, inputs, g)
+            same = same and all(map(torch.equal, fast_grads, slow_grads))
+        if not same:
+            report["mismatches"].append(f"{name}{[type(a).__name__ for a in args]} grad={grad_mode}")
+    report["served"].append(module._eager is not module._python_path)
+
+# Declined calls take the Python path: keywords, a subclass, a bad argument.
+class Sub(torch.Tensor):
+    pass
+report["keywords"] = torch.equal(wheelops.softmax(x, dim=0), wheelops.softmax(x, 0))
+report["subclass"] = type(wheelops.add(x.detach().as_subclass(Sub), x.detach())).__name__
+try:
+    wheelops.add(x, x.double())
+    report["bad_argument"] = "no error"
+except Exception as err:
+    report["bad_argument"] = f"{type(err).__name__}: {err}"
+report["state"] = _accel.state()
+print(json.dumps(report))
+"""
+
+STATE = "import torch, wheelops; wheelops.add(torch.ones(2), torch.ones(2)); " + (
+    "from wheelops.ops import _accel; print(_accel.state())"
+)
+
+
+def _pypi_reachable() -> bool:
+    try:
+        urllib.request.urlopen("https://pypi.org/pypi/torch/json", timeout=20).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return installed_copy(tmp_path_factory.mktemp("accel-install"))
+
+
+@pytest.fixture(scope="module")
+def accelerator(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The accelerator for this torch, built from the checkout by build_tools.accelerator
+    (torch's headers for this version come from PyPI)."""
+    if not (REPO / "csrc" / "accel").is_dir():
+        pytest.skip("needs the source checkout")
+    if not _pypi_reachable():
+        pytest.skip("needs PyPI, for this torch's headers")
+    out = tmp_path_factory.mktemp("accel-build")
+    subprocess.run(
+        [sys.executable, "-m", "build_tools.accelerator", "--out", str(out), "--torch", TORCH],
+        cwd=REPO,
+        check=True,
+        timeout=900,
+    )
+    return out / "_accel" / f"torch{TORCH}" / "wheelops_accel.abi3.so"
+
+
+def test_accelerated_ops_equal_their_python_paths_bit_for_bit(package, accelerator):
+    run = run_python(package, "-c", EQUIVALENCE, env={"WHEELOPS_ACCEL_LIBRARY": str(accelerator)})
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.splitlines()[-1])
+    assert report["state"].startswith(f"loaded for torch {TORCH}"), report["state"]
+    assert all(report["served"]), report
+    # The accelerator's nodes are C++ (torch names them CppFunction), the Python path's not:
+    # the two calls took different paths to equal results.
+    for name, (fast, slow) in report["grad_fns"].items():
+        assert fast == "CppFunction" and slow != fast, (name, fast, slow)
+    assert report["mismatches"] == []
+    assert report["keywords"] is True
+    assert report["subclass"] == "Sub"  # __torch_function__ kept the subclass
+    assert report["bad_argument"].startswith("ValueError: wheelops.add: argument"), report
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"WHEELOPS_ACCEL": "0"}, "off (WHEELOPS_ACCEL=0)"),
+        ({"WHEELOPS_ACCEL_LIBRARY": "/nonexistent/wheelops_accel.abi3.so"}, "absent for torch"),
+    ],
+)
+def test_without_the_accelerator_the_python_path_serves(package, env, expected):
+    run = run_python(package, "-c", STATE, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith(expected), run.stdout
+
+
+def test_a_damaged_accelerator_is_refused_and_the_python_path_serves(package, tmp_path):
+    damaged = tmp_path / "wheelops_accel.abi3.so"
+    damaged.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
+    run = run_python(package, "-c", STATE, env={"WHEELOPS_ACCEL_LIBRARY": str(damaged)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith("refused (ImportError"), run.stdout
