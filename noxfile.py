@@ -11,7 +11,7 @@
     nox -s lint static                              ruff; Dockerfile/workflow/packaging checks
 
 Variants, toolkits, arch lists, images and torch versions come from
-wheelops/matrix.json through build_tools/matrix.py; nothing here repeats them.
+wheelops/matrix.json through build_tools/plan/matrix.py; nothing here repeats them.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ def _import_build_tools() -> None:
 
 if "build_tools" not in sys.modules:
     _import_build_tools()
-from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools import sbom, wheel_files  # noqa: E402
-from build_tools.build_facts import git_commit  # noqa: E402
-from build_tools.cuda_toolkit import CUOBJDUMP_REQUIREMENT  # noqa: E402
-from build_tools.repair import ABI_AUDIT_REQUIREMENT  # noqa: E402
-from build_tools.torch_install import NEWEST, resolve  # noqa: E402
+from build_tools.compile.build_facts import git_commit  # noqa: E402
+from build_tools.package import sbom, wheel_files  # noqa: E402
+from build_tools.package.repair import ABI_AUDIT_REQUIREMENT  # noqa: E402
+from build_tools.plan import matrix as build_matrix  # noqa: E402
+from build_tools.plan.cuda_toolkit import CUOBJDUMP_REQUIREMENT  # noqa: E402
+from build_tools.plan.torch_install import NEWEST, resolve  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
@@ -158,9 +158,9 @@ def _pip(session: nox.Session, venv: Path | None, *args: str) -> None:
 
 
 def _install_torch(session: nox.Session, venv: Path | None, variant: str, torch: str) -> None:
-    """Install the cell's torch and check it is that one (build_tools/torch_install.py)."""
+    """Install the cell's torch and check it is that one (build_tools/plan/torch_install.py)."""
     session.chdir(ROOT)  # build_tools runs one way: python -m, from the checkout's root
-    session.run(_python(session, venv), "-m", "build_tools.torch_install", variant, torch,
+    session.run(_python(session, venv), "-m", "build_tools.plan.torch_install", variant, torch,
                 external=venv is not None)  # fmt: skip
 
 
@@ -172,11 +172,11 @@ def _build_wheel(session: nox.Session, name: str, arch_list: str | None) -> Path
     dist/<name>/."""
     variant, platform = TARGETS[name]
     # The same preparation as cibuildwheel's before-build: torch + the exact toolkit.
-    session.run("python", "-m", "build_tools.build_env", variant.name)
+    session.run("python", "-m", "build_tools.plan.build_env", variant.name)
     env = {"WHEELOPS_VARIANT": variant.name, "WHEELOPS_GIT_COMMIT": git_commit()}
     if platform != build_matrix.this_platform():
         # The cross compiler and the platform's pinned torch and CUDA runtime, fetched now.
-        session.run("python", "-m", "build_tools.cross_target", platform)
+        session.run("python", "-m", "build_tools.plan.cross_target", platform)
         env["WHEELOPS_TARGET_PLATFORM"] = platform
     # --arch-list, else TORCH_CUDA_ARCH_LIST (the guard's source-build fix uses it), else
     # the matrix's list (for universal: each part's own).
@@ -232,12 +232,12 @@ def _repair(session: nox.Session, name: str) -> Path:
     wheels = sorted((DIST / name).glob("wheelops-*.whl"))
     if not wheels:
         session.error(f"no wheel in dist/{name}: run `nox -s build -- {name}` first")
-    # cuobjdump: build_tools/native_check.py reads each CUDA library's SASS and PTX.
-    session.install("-r", str(ROOT / "build_tools" / "repair-requirements.txt"),
+    # cuobjdump: build_tools/package/native_check.py reads each CUDA library's SASS and PTX.
+    session.install("-r", str(ROOT / "build_tools" / "package" / "repair-requirements.txt"),
                     CUOBJDUMP_REQUIREMENT)  # fmt: skip
     dest = REPAIRED / name
     shutil.rmtree(dest, ignore_errors=True)
-    session.run("python", "-m", "build_tools.repair", str(wheels[0]), str(dest),
+    session.run("python", "-m", "build_tools.package.repair", str(wheels[0]), str(dest),
                 "--plat", MATRIX.manylinux_tag(TARGETS[name][1]))  # fmt: skip
     (repaired,) = dest.glob("*.whl")
     return repaired
@@ -246,7 +246,7 @@ def _repair(session: nox.Session, name: str) -> Path:
 @nox.session
 def repair(session: nox.Session) -> None:
     """auditwheel to manylinux (torch and CUDA excluded), then auditwheel show, abi3audit
-    --strict, check-wheel-contents and build_tools/native_check.py; VARIANT-PLATFORM
+    --strict, check-wheel-contents and build_tools/package/native_check.py; VARIANT-PLATFORM
     repairs a cross-built wheel (universal-aarch64)."""
     args = _variant_args(session, [_local_default_variant()])
     for name in args.variants:
@@ -315,7 +315,7 @@ def test_wheel(session: nox.Session, variant: str, torch: str) -> None:
 def index(session: nox.Session) -> None:
     """site/whl/<variant>/ (PEP 503, PyTorch's layout) from the wheels in dist/repaired."""
     sources = [Path(p) for p in session.posargs] or [REPAIRED]
-    session.run("python", "-m", "build_tools.index", *map(str, sources), "--out", str(SITE))
+    session.run("python", "-m", "build_tools.package.index", *map(str, sources), "--out", str(SITE))
 
 
 def _free_port() -> int:
@@ -414,7 +414,7 @@ def _emulated_venv(
     """A fresh venv of an emulated CPython for `platform` with that PyPI torch, and
     `install` (emulation.py's options: --wheel W, --index-url U, --with REQ...)."""
     session.chdir(ROOT)
-    session.run("python", "-m", "build_tools.emulation", "venv", platform, str(where),
+    session.run("python", "-m", "build_tools.package.emulation", "venv", platform, str(where),
                 "--torch", torch, *install)  # fmt: skip
     return where / "bin" / "python"
 
@@ -516,13 +516,13 @@ def _run_cross_row(
                                     Path(scratch) / "venv")  # fmt: skip
             row.result = "ok: doctor, CPU subset passed (qemu)"
         step(steps, "index: generate, serve on 127.0.0.1, pip install into the emulated venv")
-        session.run("python", "-m", "build_tools.index", str(REPAIRED), "--out", str(SITE))
+        session.run("python", "-m", "build_tools.package.index", str(REPAIRED), "--out", str(SITE))
         row = RowResult(f"{name} pip install from index", repaired.name, build_row.size_mb)
         rows.append(row)
         with _serving_site() as root:
             url = f"{root}/{variant}"
             _wait_for(f"{url}/wheelops/")
-            session.run("python", "-m", "build_tools.emulation", "install", platform,
+            session.run("python", "-m", "build_tools.package.emulation", "install", platform,
                         str(Path(scratch) / "venv"), "--index-url", url)  # fmt: skip
             with _outside_checkout(session):
                 session.run(str(python), "-c", IMPORT_CHECK.format(variant=variant),
@@ -591,7 +591,7 @@ def _run_row(
         row.result = "ok: suite passed" if tests == ("tests",) else "ok: its own tests passed"
     step(steps, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")
     # From every repaired wheel: rows run earlier stay served.
-    session.run("python", "-m", "build_tools.index", str(REPAIRED), "--out", str(SITE))
+    session.run("python", "-m", "build_tools.package.index", str(REPAIRED), "--out", str(SITE))
     row = RowResult(f"{variant} pip install from index", repaired.name, build_row.size_mb)
     rows.append(row)
     with tempfile.TemporaryDirectory() as scratch:

@@ -15,9 +15,11 @@ import pytest
 from _checkout import REPO, import_build_tools
 
 import_build_tools()
-from build_tools import cross_target, emulation, native_check, readme  # noqa: E402
-from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools.arch_list import parse_arch_list  # noqa: E402
+from build_tools.docs import readme  # noqa: E402
+from build_tools.package import emulation, native_check  # noqa: E402
+from build_tools.plan import cross_target  # noqa: E402
+from build_tools.plan import matrix as build_matrix  # noqa: E402
+from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
 
 MATRIX = build_matrix.load()
 CROSS = [(v, p) for v in MATRIX.variants for p in v.cross]

@@ -11,9 +11,10 @@ import pytest
 from _checkout import REPO, import_build_tools
 
 import_build_tools()
-from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools import readme, torch_install  # noqa: E402
-from build_tools.arch_list import parse_arch_list  # noqa: E402
+from build_tools.docs import readme  # noqa: E402
+from build_tools.plan import matrix as build_matrix  # noqa: E402
+from build_tools.plan import torch_install  # noqa: E402
+from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
 
 MATRIX = build_matrix.load()
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -93,12 +94,12 @@ def test_cibuildwheel_defaults_are_the_default_variant():
         assert config[f"manylinux-{arch}-image"] == MATRIX.image(MATRIX.default_variant, arch)
     assert config["build"] == "cp310-manylinux_*"
     assert "WHEELOPS_VARIANT" in config["environment-pass"]
-    assert "python -m build_tools.repair" in " ".join(config["repair-wheel-command"])
+    assert "python -m build_tools.package.repair" in " ".join(config["repair-wheel-command"])
 
 
 def test_workflow_matrices_come_from_the_matrix_file():
     wheels = (WORKFLOWS / "wheels.yml").read_text()
-    assert "python -m build_tools.matrix github" in wheels
+    assert "python -m build_tools.plan.matrix github" in wheels
     for job in ("build", "test", "gpu"):
         assert f"matrix: ${{{{ fromJSON(needs.matrix.outputs.{job}) }}}}" in wheels
     for workflow in WORKFLOWS.glob("*.yml"):
@@ -134,7 +135,7 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_tables_are_generated_from_the_matrix():
-    assert readme.main(["--check"]) == 0, "run: python -m build_tools.readme"
+    assert readme.main(["--check"]) == 0, "run: python -m build_tools.docs.readme"
 
 
 def _code_strings(path: Path) -> set[str]:

@@ -1,12 +1,12 @@
 """Check a wheel's native libraries from their files, on any host (a cross-built wheel too).
 
-    python -m build_tools.native_check dist/repaired/universal-aarch64/wheelops-*.whl
+    python -m build_tools.package.native_check dist/repaired/universal-aarch64/wheelops-*.whl
 
 Every ELF file is built for the wheel's platform (its tag's machine); each library needs
 only what the user's torch wheel, NVIDIA's runtime wheels of its CUDA major and the
 manylinux system provide (NEEDED); each CUDA library holds exactly the SASS and PTX
 its build facts list (read with cuobjdump, which reads libraries of any host). The
-repair step runs it after auditwheel and abi3audit (build_tools/repair.py).
+repair step runs it after auditwheel and abi3audit (build_tools/package/repair.py).
 """
 
 from __future__ import annotations
@@ -94,7 +94,9 @@ def problems(wheel: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.native_check", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.native_check", description=__doc__
+    )
     parser.add_argument("wheel", type=Path)
     args = parser.parse_args(argv)
     found = problems(args.wheel)

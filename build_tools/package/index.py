@@ -1,6 +1,6 @@
 """A PEP 503 simple index laid out like PyTorch's, generated from the wheels alone.
 
-    python -m build_tools.index dist/repaired --out site
+    python -m build_tools.package.index dist/repaired --out site
 
 Each wheel goes to whl/<variant>/ where <variant> is its local version label
 (wheelops-0.1.0+cu130-... -> whl/cu130/); a wheel without one (the PyPI upload)
@@ -26,7 +26,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from build_tools.wheel_files import WheelFile, parse
+from build_tools.package.wheel_files import WheelFile, parse
 
 PAGE = """<!DOCTYPE html>
 <html>
@@ -109,7 +109,9 @@ def generate(wheels: list[WheelFile], out: Path) -> dict[str, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.index", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.index", description=__doc__
+    )
     parser.add_argument("sources", nargs="+", type=Path, help="wheel files or folders")
     parser.add_argument("--out", type=Path, default=Path("site"))
     args = parser.parse_args(argv)

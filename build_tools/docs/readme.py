@@ -1,9 +1,9 @@
 """The generated tables of the docs: compatibility (from wheelops/matrix.json) in the README,
-troubleshooting (the guard's own findings, build_tools/troubleshooting.py) in
+troubleshooting (the guard's own findings, build_tools/docs/troubleshooting.py) in
 docs/troubleshooting.md, and the README's index of those.
 
-python -m build_tools.readme          # rewrite the tables between their markers
-python -m build_tools.readme --check  # exit 1 if a page is out of date (a test runs this)
+python -m build_tools.docs.readme          # rewrite the tables between their markers
+python -m build_tools.docs.readme --check  # exit 1 if a page is out of date (a test runs this)
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import re
 import sys
 from pathlib import Path
 
-from build_tools import matrix as build_matrix
-from build_tools import troubleshooting
+from build_tools import ROOT
 from build_tools.compat import archs as _archs
-from build_tools.matrix import wheels as build_wheels
-from build_tools.torch_install import NEWEST
+from build_tools.docs import troubleshooting
+from build_tools.plan import matrix as build_matrix
+from build_tools.plan.matrix import wheels as build_wheels
+from build_tools.plan.torch_install import NEWEST
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 README = REPO / "README.md"
 TROUBLESHOOTING = REPO / "docs" / "troubleshooting.md"
 CI_SCRIPT = REPO / ".ci" / "run"  # the README's test command (a test checks)
@@ -179,7 +180,10 @@ def render(matrix: build_matrix.Matrix, index_url: str) -> str:
 
 
 def markers(section: str) -> tuple[str, str]:
-    return f"<!-- {section}: begin (python -m build_tools.readme) -->", f"<!-- {section}: end -->"
+    return (
+        f"<!-- {section}: begin (python -m build_tools.docs.readme) -->",
+        f"<!-- {section}: end -->",
+    )
 
 
 def updated(text: str, section: str, body: str, page: str = "README.md") -> str:
@@ -205,7 +209,7 @@ def sections() -> dict[Path, dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.readme", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m build_tools.docs.readme", description=__doc__)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     stale = []
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.check:
                 page.write_text(new)
     if args.check and stale:
-        print(f"out of date: {', '.join(stale)}; run python -m build_tools.readme")
+        print(f"out of date: {', '.join(stale)}; run python -m build_tools.docs.readme")
         return 1
     return 0
 

@@ -7,9 +7,9 @@ host side. Host code is compiled by Debian's cross compiler (g++-aarch64-linux-g
 installed, else its bookworm packages fetched and unpacked into the cache)
 against the aarch64 torch wheel's own headers and linked, with -z defs, against its
 libc10/libtorch_cpu and the aarch64 libcudart/libcublasLt of NVIDIA's runtime wheels,
-by soname (never shipped: build_tools/repair.py excludes them):
+by soname (never shipped: build_tools/package/repair.py excludes them):
 
-    python -m build_tools.cross_target aarch64   # fetch (once), unpack, print the root
+    python -m build_tools.plan.cross_target aarch64   # fetch (once), unpack, print the root
 
 Every wheel is pinned by version and sha256 (pip checks them); the unpacked root is
 cached beside the toolkits (WHEELOPS_TOOLKIT_CACHE).
@@ -26,8 +26,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools.cuda12_toolkit import Pinned, cache_dir, fetch_wheels
-from build_tools.cuda_toolkit import ToolkitError
+from build_tools.plan.cuda12_toolkit import Pinned, cache_dir, fetch_wheels
+from build_tools.plan.cuda_toolkit import ToolkitError
 
 # Wheel tags pip may take for these pins (torch: manylinux_2_28; NVIDIA: 2014 and 2_27).
 PIP_PLATFORMS = {
@@ -48,7 +48,7 @@ TORCH = {
                       453982557),
 }  # fmt: skip
 # Per CUDA major: the runtime and cuBLAS wheels whose libcudart / libcublasLt the CUDA
-# library links (the versions the x86_64 toolkits' headers are: build_tools/cublaslt.py).
+# library links (the versions the x86_64 toolkits' headers are: build_tools/compile/cublaslt.py).
 CUDA_RUNTIME = {
     "aarch64": {
         "12": (
@@ -143,7 +143,7 @@ def _unpack(root: Path, machine: str, wheels: dict[str, Path]) -> None:
 
 def compiler(machine: str) -> Path:
     """The cross g++: PATH's (Debian's g++-aarch64-linux-gnu, installed), else Debian's
-    packages of it fetched into the cache (build_tools/debian_packages.py: nothing is
+    packages of it fetched into the cache (build_tools/plan/debian_packages.py: nothing is
     installed) behind a script that gives it its folder as --sysroot."""
     name = COMPILERS[machine]
     found = shutil.which(name)
@@ -153,8 +153,8 @@ def compiler(machine: str) -> Path:
     root = cache_dir() / f"cross-gcc-{machine}"
     stamp = root / ".wheelops-complete"
     if not stamp.is_file():
-        from build_tools import debian_packages
-        from build_tools.cuda12_toolkit import deb_data
+        from build_tools.plan import debian_packages
+        from build_tools.plan.cuda12_toolkit import deb_data
 
         staging = root.with_name(root.name + ".staging")
         shutil.rmtree(staging, ignore_errors=True)
@@ -232,7 +232,9 @@ def provide(machine: str) -> CrossTarget:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.cross_target", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.plan.cross_target", description=__doc__
+    )
     parser.add_argument("machine", choices=sorted(TORCH))
     args = parser.parse_args(argv)
     try:

@@ -5,7 +5,7 @@ must not use whatever nvcc a machine has. Debian's archive (suite trixie,
 non-free and main) packages NVIDIA's 12.4.1 binaries; with the runtime and
 crt headers from PyPI that is a complete compiler for the CUDA 12 library:
 
-    python -m build_tools.cuda12_toolkit     # fetch (once), assemble, print its root
+    python -m build_tools.plan.cuda12_toolkit     # fetch (once), assemble, print its root
 
 Every file is pinned by exact version and sha256 and fetched only when the
 universal build asks; the assembled root is cached (WHEELOPS_TOOLKIT_CACHE,
@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, nvcc_version
+from build_tools.plan.cuda_toolkit import CudaToolkit, ToolkitError, nvcc_version
 
 RELEASE = "12.4"
 DEBIAN_ARCHIVE = os.environ.get("WHEELOPS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -236,7 +236,7 @@ def provide() -> CudaToolkit:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m build_tools.cuda12_toolkit", description=__doc__
+        prog="python -m build_tools.plan.cuda12_toolkit", description=__doc__
     )
     parser.parse_args(argv)
     try:

@@ -1,11 +1,12 @@
 """Run a cross-built wheel here, under qemu-user emulation: an aarch64 CPython, venv and torch.
 
-    python -m build_tools.emulation venv aarch64 DIR --torch 2.14.1 [--wheel W] [--with REQ...]
-    python -m build_tools.emulation install aarch64 DIR --index-url URL   # into that venv
+    python -m build_tools.package.emulation venv aarch64 DIR --torch 2.14.1 \
+        [--wheel W] [--with REQ...]
+    python -m build_tools.package.emulation install aarch64 DIR --index-url URL   # into that venv
     DIR/bin/python -m wheelops --json       # runs under qemu-aarch64
 
 The sysroot is Debian bookworm's arm64 CPython 3.11 and the libraries it needs, fetched
-by build_tools/debian_packages.py (apt-get under a private state) and unpacked in Python.
+by build_tools/plan/debian_packages.py (apt-get under a private state) and unpacked in Python.
 qemu-user looks a path up in the sysroot first, so the sysroot also holds an aarch64
 /proc/cpuinfo and MIDR registers (a Neoverse V2, GH200's Grace CPU): torch's cpuinfo
 reads them, and the host's x86 ones crash it. No binfmt registration is needed: the
@@ -28,10 +29,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from build_tools import debian_packages
-from build_tools.cross_target import PIP_PLATFORMS, compiler
-from build_tools.cuda12_toolkit import cache_dir, deb_data
-from build_tools.cuda_toolkit import ToolkitError
+from build_tools.plan import debian_packages
+from build_tools.plan.cross_target import PIP_PLATFORMS, compiler
+from build_tools.plan.cuda12_toolkit import cache_dir, deb_data
+from build_tools.plan.cuda_toolkit import ToolkitError
 
 PYTHON = "3.11"  # Debian bookworm's CPython
 DEBIAN_ARCH = {"aarch64": "arm64"}
@@ -215,7 +216,9 @@ def install_torch(machine: str, venv: Path, version: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.emulation", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.emulation", description=__doc__
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("venv", help="a fresh emulated venv with torch (and more)")
     more = sub.add_parser("install", help="install into an emulated venv")

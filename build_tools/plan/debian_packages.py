@@ -4,7 +4,7 @@ apt-get runs with a private state folder (its own sources list for Debian bookwo
 own package lists, cache and an empty dpkg status), so the machine's apt setup is neither
 read nor changed, and nothing is installed: the .deb files are downloaded (apt checks
 each against Debian's signed indexes) and the callers unpack them in Python
-(build_tools/cuda12_toolkit.py's deb_data).
+(build_tools/plan/cuda12_toolkit.py's deb_data).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from build_tools.cuda12_toolkit import cache_dir
-from build_tools.cuda_toolkit import ToolkitError
+from build_tools.plan.cuda12_toolkit import cache_dir
+from build_tools.plan.cuda_toolkit import ToolkitError
 
 DEBIAN_SOURCES = (
     "http://deb.debian.org/debian bookworm main",

@@ -6,7 +6,7 @@ cpp_extension compiles with one toolkit per process and refuses a toolkit
 whose CUDA major differs from the build torch's, so the extra library is
 built here, with the flags cpp_extension gives the main one (flags.py and
 CPP_EXTENSION_NVCC_FLAGS), object files in parallel. For a cross-built platform
-(build_tools/cross_target.py) every CUDA library is built here: nvcc hands the host
+(build_tools/plan/cross_target.py) every CUDA library is built here: nvcc hands the host
 side to the cross compiler, and it links that platform's torch and CUDA runtime.
 """
 
@@ -20,12 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from build_tools import cublaslt, cutlass, flags, native_sources
-from build_tools.arch_list import ArchList
-from build_tools.cuda_toolkit import CudaToolkit
+from build_tools.compile import cublaslt, cutlass, flags, native_sources
+from build_tools.plan.arch_list import ArchList
+from build_tools.plan.cuda_toolkit import CudaToolkit
 
 if TYPE_CHECKING:
-    from build_tools.cross_target import CrossTarget
+    from build_tools.plan.cross_target import CrossTarget
 
 # What torch.utils.cpp_extension adds to every nvcc command (COMMON_NVCC_FLAGS), so that
 # both CUDA libraries compile alike.
@@ -150,7 +150,7 @@ def build(
         if target.cublaslt_version(major) != lt.version:
             raise SystemExit(
                 f"wheelops build: the {target.machine} cuBLAS {target.cublaslt_version(major)} "
-                f"is not the toolkit's headers' {lt.version} (build_tools/cross_target.py)"
+                f"is not the toolkit's headers' {lt.version} (build_tools/plan/cross_target.py)"
             )
     work.mkdir(parents=True, exist_ok=True)
     sm90a = sm90a_commands(toolkit, archs, work, cxx, torch_includes)
