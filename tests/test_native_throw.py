@@ -103,8 +103,9 @@ def test_build_check_refuses_a_library_with_its_own_cxx_runtime(tmp_path):
     assert "compiler: test compiler" in message and "CXX=" in message
 
     # The project's link flags get the shared runtime from the same compiler.
+    print_flags = "print(' '.join(flags.cxx_runtime_link_flags()))"
     flags = _python(
-        ["-c", "from build_tools.compile import flags; print(' '.join(flags.cxx_runtime_link_flags()))"],
+        ["-c", f"from build_tools.compile import flags; {print_flags}"],
         REPO,
         {},
         timeout=60,

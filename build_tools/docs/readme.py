@@ -67,18 +67,17 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
             "the newest on PyPI when CI runs" if t == NEWEST else t
             for t in build_matrix.e2e_torches(matrix, v, quick)
         ]
-        # noxfile._tests_of_cell: under --quick with a CUDA-carrying row, a CPU-only torch's
-        # cell runs the wheel's own test files, the other cells the suite.
-        cuda_rows = [r for r in rows if r in matrix.names and build_matrix.has_cuda(
-            matrix.variant(r))]  # fmt: skip
+        # build_tools/run/rows.py tests_of_cell: under --quick with a CUDA-carrying row, a
+        # CPU-only torch's cell runs the wheel's own test files, the other cells the suite.
+        named = [matrix.variant(r) for r in rows if r in matrix.names]
+        cuda_rows = [r for r in named if build_matrix.has_cuda(r)]
         wheel_tests = (
             f"{len(build_matrix.WHEEL_TESTS)} wheel test files: {build_matrix.WHEEL_TESTS_SAID}"
         )
         what = "the suite"
         if quick and cuda_rows:
-            what = wheel_tests if not build_matrix.has_cuda(v) else (
-                f"the suite; under a CPU-only torch, {wheel_tests}"
-            )  # fmt: skip
+            cpu_cells = f"the suite; under a CPU-only torch, {wheel_tests}"
+            what = cpu_cells if build_matrix.has_cuda(v) else wheel_tests
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
@@ -119,12 +118,9 @@ def variants_table(matrix: build_matrix.Matrix, index_url: str) -> str:
                     for name in v.parts
                     if (spec := v.part_arch_list(name, platform))
                 ]
-            return (
-                "any: CPU, or CUDA " + " or ".join(matrix.variant(n).cuda or "" for n in v.parts)
-                + " (the library of torch's CUDA major loads)",
-                "<br>".join(toolkit for _, toolkit, _ in parts),
-                "<br>".join(code),
-            )  # fmt: skip
+            majors = " or ".join(matrix.variant(n).cuda or "" for n in v.parts)
+            gpus = f"any: CPU, or CUDA {majors} (the library of torch's CUDA major loads)"
+            return gpus, "<br>".join(toolkit for _, toolkit, _ in parts), "<br>".join(code)
         if not v.arch_list:
             return "CPU only (any torch)", "-", "-"
         code = code_of(v.arch_list)

@@ -30,9 +30,16 @@ TORCH_LIBRARIES = {"libc10.so", "libtorch_cpu.so"}
 CUDA_LIBRARIES = ("libcudart.so.{major}", "libcublasLt.so.{major}")
 # The manylinux system (glibc, the C++ runtime) of either platform.
 SYSTEM_LIBRARIES = {
-    "libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
-    "libstdc++.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
-}  # fmt: skip
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "libpthread.so.0",
+    "librt.so.1",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+}
 
 
 def _machine_of_tag(wheel: Path) -> str:

@@ -65,15 +65,16 @@ def repair(wheel: Path, dest: Path, plat: str) -> Path:
     cross = not plat.endswith("_" + build_matrix.this_platform())
     with tempfile.TemporaryDirectory() as scratch:
         excludes = [f"--exclude={pattern}" for pattern in EXCLUDED_LIBRARIES]
-        _run(sys.executable, "-m", "auditwheel", "repair", f"--plat={'auto' if cross else plat}",
-             *excludes, f"--wheel-dir={scratch}", str(wheel))  # fmt: skip
+        auditwheel = [sys.executable, "-m", "auditwheel", "repair"]
+        policy = f"--plat={'auto' if cross else plat}"
+        _run(*auditwheel, policy, *excludes, f"--wheel-dir={scratch}", str(wheel))
         (repaired,) = Path(scratch).glob("*.whl")
         if cross and plat not in repaired.name:
             found = [_glibc_of(tag) for tag in re.findall(r"manylinux_\d+_\d+_\w+", repaired.name)]
             if not found or max(found) > _glibc_of(plat):
                 raise SystemExit(f"auditwheel tagged {repaired.name}, beyond {plat}")
-            _run(sys.executable, "-m", "wheel", "tags", "--remove", f"--platform-tag=+{plat}",
-                 str(repaired))  # fmt: skip
+            tags = [sys.executable, "-m", "wheel", "tags", "--remove"]
+            _run(*tags, f"--platform-tag=+{plat}", str(repaired))
             (repaired,) = Path(scratch).glob("*.whl")
         target = dest / repaired.name
         target.unlink(missing_ok=True)

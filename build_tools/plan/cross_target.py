@@ -43,35 +43,53 @@ COMPILERS = {"aarch64": "aarch64-linux-gnu-g++"}
 # The torch whose headers and core libraries the host code is built against: the build
 # torch of the universal wheel, its aarch64 build (PyPI's is the CUDA 13.0 one).
 TORCH = {
-    "aarch64": Pinned("torch", "2.14.1", "torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl",
-                      "ef1276fd07adb8d463ac402a24ea7482e45c9a42df8ebdac211aa757779200ba",
-                      453982557),
-}  # fmt: skip
+    "aarch64": Pinned(
+        "torch",
+        "2.14.1",
+        "torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl",
+        "ef1276fd07adb8d463ac402a24ea7482e45c9a42df8ebdac211aa757779200ba",
+        453982557,
+    ),
+}
 # Per CUDA major: the runtime and cuBLAS wheels whose libcudart / libcublasLt the CUDA
 # library links (the versions the x86_64 toolkits' headers are: build_tools/compile/cublaslt.py).
 CUDA_RUNTIME = {
     "aarch64": {
         "12": (
-            Pinned("nvidia-cuda-runtime-cu12", "12.4.127",
-                   "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_aarch64.whl",
-                   "961fe0e2e716a2a1d967aab7caee97512f71767f852f67432d572e36cb3a11f3", 894177),
-            Pinned("nvidia-cublas-cu12", "12.4.5.8",
-                   "nvidia_cublas_cu12-12.4.5.8-py3-none-manylinux2014_aarch64.whl",
-                   "0f8aa1706812e00b9f19dfe0cdb3999b092ccb8ca168c0db5b8ea712456fd9b3",
-                   363333771),
+            Pinned(
+                "nvidia-cuda-runtime-cu12",
+                "12.4.127",
+                "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_aarch64.whl",
+                "961fe0e2e716a2a1d967aab7caee97512f71767f852f67432d572e36cb3a11f3",
+                894177,
+            ),
+            Pinned(
+                "nvidia-cublas-cu12",
+                "12.4.5.8",
+                "nvidia_cublas_cu12-12.4.5.8-py3-none-manylinux2014_aarch64.whl",
+                "0f8aa1706812e00b9f19dfe0cdb3999b092ccb8ca168c0db5b8ea712456fd9b3",
+                363333771,
+            ),
         ),
         "13": (
-            Pinned("nvidia-cuda-runtime", "13.0.96",
-                   "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64"
-                   ".manylinux_2_17_aarch64.whl",
-                   "ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55", 2261060),
-            Pinned("nvidia-cublas", "13.1.1.3",
-                   "nvidia_cublas-13.1.1.3-py3-none-manylinux_2_27_aarch64.whl",
-                   "b7a210458267ac818974c53038fbec2e969d5c99f305ab15c72522fa9f001dd5",
-                   542848918),
+            Pinned(
+                "nvidia-cuda-runtime",
+                "13.0.96",
+                "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64"
+                ".manylinux_2_17_aarch64.whl",
+                "ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55",
+                2261060,
+            ),
+            Pinned(
+                "nvidia-cublas",
+                "13.1.1.3",
+                "nvidia_cublas-13.1.1.3-py3-none-manylinux_2_27_aarch64.whl",
+                "b7a210458267ac818974c53038fbec2e969d5c99f305ab15c72522fa9f001dd5",
+                542848918,
+            ),
         ),
     }
-}  # fmt: skip
+}
 TORCH_LIBRARIES = ("libc10.so", "libtorch_cpu.so")  # all the libraries link of torch's
 
 
@@ -202,10 +220,8 @@ def _check_compiles(cxx: Path, advice: str) -> None:
         source = Path(tmp) / "probe.cpp"
         source.write_text("int wheelops_probe(int x) { return x + 1; }\n")
         try:
-            subprocess.run(
-                [str(cxx), "-shared", "-fPIC", str(source), "-o", str(Path(tmp) / "probe.so")],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
+            probe = [str(cxx), "-shared", "-fPIC", str(source), "-o", str(Path(tmp) / "probe.so")]
+            subprocess.run(probe, capture_output=True, text=True, check=True)
         except OSError as err:
             raise ToolkitError(f"{cxx} does not run here ({err}); {advice}") from None
         except subprocess.CalledProcessError as err:

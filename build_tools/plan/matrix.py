@@ -169,15 +169,25 @@ def has_cuda(v: Variant) -> bool:
 
 
 # What a cell under a CPU-only torch runs in a --quick run that has a CUDA-carrying row
-# (noxfile._tests_of_cell; the README's matrix table says so): what differs by wheel and by
-# torch build: packaging, build facts, which library loads, the guard, the doctor, damage,
-# the printed fixes, the hook that defers the ops' registration (it leans on how torch's
-# op namespace resolves names); and one op.
+# (build_tools/run/rows.py tests_of_cell; the README's matrix table says so): what differs
+# by wheel and by torch build: packaging, build facts, which library loads, the guard, the
+# doctor, damage, the printed fixes, the hook that defers the ops' registration (it leans on
+# how torch's op namespace resolves names); and one op.
 WHEEL_TESTS = tuple(
     f"tests/test_{name}.py"
-    for name in ("build", "distribution", "sbom", "policy", "guard_loading", "doctor_reports",
-                 "damaged_install", "fixes_cure", "first_lookup", "add")
-)  # fmt: skip
+    for name in (
+        "build",
+        "distribution",
+        "sbom",
+        "policy",
+        "guard_loading",
+        "doctor_reports",
+        "damaged_install",
+        "fixes_cure",
+        "first_lookup",
+        "add",
+    )
+)
 WHEEL_TESTS_SAID = "the loading, guard, doctor, damage, fix and first-lookup tests, one op"
 
 
