@@ -6,10 +6,10 @@ folder on sys.path, as `python setup.py` would: that is how build_tools imports.
 
 from setuptools import setup
 
-from build_tools.extensions import bdist_wheel_command, build_ext_command, extensions
-from build_tools.flags import PY_LIMITED_API
-from build_tools.plan import plan_build
-from build_tools.version import wheel_version
+from build_tools.compile.extensions import bdist_wheel_command, build_ext_command, extensions
+from build_tools.compile.flags import PY_LIMITED_API
+from build_tools.plan.build_plan import plan_build
+from build_tools.plan.version import wheel_version
 
 plan = plan_build()
 wheel_options = {"py_limited_api": PY_LIMITED_API}

@@ -27,7 +27,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-CORE_DIR = Path(__file__).resolve().parent.parent / "wheelops" / "_compat"
+from build_tools import ROOT
+
+CORE_DIR = ROOT / "wheelops" / "_compat"
 
 
 def load_package(name: str, folder: Path) -> ModuleType:

@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 import wheelops
-from build_tools import (
+from build_tools import ROOT
+from build_tools.compile import (
     build_facts,
     cublaslt,
     cuda_library,
@@ -29,14 +30,14 @@ from build_tools import (
     flags,
     native_sources,
 )
-from build_tools.arch_list import ArchList
-from build_tools.cuda_toolkit import CudaToolkit
-from build_tools.plan import prepare_cuda_build
+from build_tools.plan.arch_list import ArchList
+from build_tools.plan.build_plan import prepare_cuda_build
+from build_tools.plan.cuda_toolkit import CudaToolkit
 from wheelops._compat import loader
 from wheelops._compat.facts import BuildInfo, read_build_info, this_process
 from wheelops._compat.matrix import variant_name
 
-CHECKOUT = native_sources.ROOT
+CHECKOUT = ROOT  # the checkout whose wheelops dev mode builds into
 
 
 def _require_checkout() -> None:

@@ -52,7 +52,7 @@ def test_describe():
 @pytest.mark.skipif(not (REPO / "build_tools").is_dir(), reason="needs the source checkout")
 def test_build_defaults_come_from_the_matrix(monkeypatch):
     import_build_tools()
-    from build_tools.arch_list import arch_list_for
+    from build_tools.plan.arch_list import arch_list_for
 
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
     assert arch_list_for("13.0").spec == "7.5;8.0;9.0;10.0;12.0+PTX"
@@ -102,7 +102,7 @@ def test_dropping_served_sass_keeps_every_gpus_machine_code():
 def test_matrix_ships_no_served_sass():
     """No variant builds SASS that an older SASS of its own list already runs everywhere."""
     import_build_tools()
-    from build_tools import matrix as build_matrix
+    from build_tools.plan import matrix as build_matrix
 
     for variant in build_matrix.load().variants:
         if variant.arch_list:

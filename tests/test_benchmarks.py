@@ -63,6 +63,8 @@ ROW_KEYS = {
     "speedup_vs_liger",
     "targets",
 }
+MAIN_ONLY = ("--no-compile", "--sections", "main")  # the main section, without torch.compile
+USER_LOOP_TINY = ("--device", "cpu", "--profile", "tiny", "--calls", "2", "--rounds", "1")
 
 
 def _run(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
@@ -91,10 +93,8 @@ def test_host_cost_per_call_within_the_cpu_limits(tmp_path):
 
 @pytest.mark.slow
 def test_smoke_run_checks_and_times_every_available_op(tmp_path):
-    code, data = _run(
-        tmp_path, "--ops", ",".join(AVAILABLE), "--dtypes", "float32,bfloat16",
-        "--sections", ",".join(run.SECTIONS),
-    )  # fmt: skip
+    every = ["--ops", ",".join(AVAILABLE), "--sections", ",".join(run.SECTIONS)]
+    code, data = _run(tmp_path, *every, "--dtypes", "float32,bfloat16")
     assert code == 0, [row["problem"] for row in data["rows"] + data["linear_gelu"]]
 
     assert data["schema_version"] == run.SCHEMA_VERSION
@@ -252,8 +252,13 @@ def test_a_wrong_fused_linear_gelu_is_reported_and_not_timed(tmp_path, monkeypat
 
 
 def test_a_wrong_linear_gelu_row_misses_every_target_that_applies():
-    row = {"shape": list(linear_gelu.FLOOR_SHAPE), "dtype": "bfloat16", "approximate": "tanh",
-           "pass": "forward", "status": "wrong"}  # fmt: skip
+    row = {
+        "shape": list(linear_gelu.FLOOR_SHAPE),
+        "dtype": "bfloat16",
+        "approximate": "tanh",
+        "pass": "forward",
+        "status": "wrong",
+    }
     for impl in linear_gelu.IMPLS:
         row[impl] = None if impl == "wheelops" else {"median_us": 1.0}
     targets = linear_gelu.judge(row, on_gpu=True)["targets"]
@@ -492,8 +497,7 @@ def test_the_sweep_is_plotted(tmp_path):
 def test_the_user_loop_times_every_op_on_both_clocks_passes(tmp_path):
     """The user's clock (issue #37): every benchmarked op, each pass it has, eager and
     wheelops timed per call, written as JSON and a table."""
-    argv = ["--device", "cpu", "--profile", "tiny", "--calls", "2", "--rounds", "1",
-            "--no-compile", "--out", str(tmp_path)]  # fmt: skip
+    argv = [*USER_LOOP_TINY, "--no-compile", "--out", str(tmp_path)]
     assert user_loop.main(argv) == 0
     rows = json.loads((tmp_path / "user_loop.json").read_text())["rows"]
     timed = {(r["op"], r["pass_"]) for r in rows}
@@ -578,8 +582,7 @@ def test_liger_runs_only_on_cuda_and_says_why_it_is_absent(monkeypatch):
 def test_the_liger_columns_are_timed_beside_the_others(tmp_path, monkeypatch):
     _install_fake_liger(monkeypatch, tmp_path)
     ops = [op for op in LIGER_OPS if op in AVAILABLE] + ["add"]
-    code, data = _run(tmp_path / "out", "--ops", ",".join(ops), "--dtypes", "float32",
-                      "--no-compile", "--sections", "main")  # fmt: skip
+    code, data = _run(tmp_path / "out", "--ops", ",".join(ops), "--dtypes", "float32", *MAIN_ONLY)
     assert code == 0
     liger = data["settings"]["liger"]
     assert liger["absent"] is None and set(liger["ops"]) == set(LIGER_OPS)
@@ -598,8 +601,7 @@ def test_the_liger_columns_are_timed_beside_the_others(tmp_path, monkeypatch):
     assert "| liger µs | × liger |" in softmax  # noqa: RUF001
     assert "liger" not in markdown.split("\n## add\n")[1].split("\n## ")[0]
 
-    argv = ["--device", "cpu", "--profile", "tiny", "--calls", "2", "--rounds", "1",
-            "--no-compile", "--out", str(tmp_path / "loop")]  # fmt: skip
+    argv = [*USER_LOOP_TINY, "--no-compile", "--out", str(tmp_path / "loop")]
     assert user_loop.main(argv) == 0
     rows = json.loads((tmp_path / "loop" / "user_loop.json").read_text())["rows"]
     for row in rows:
@@ -612,8 +614,7 @@ def test_the_liger_columns_are_timed_beside_the_others(tmp_path, monkeypatch):
 
 def test_a_wrong_liger_is_reported_and_not_timed(tmp_path, monkeypatch):
     _install_fake_liger(monkeypatch, tmp_path, factor=1.01)
-    code, data = _run(tmp_path / "out", "--ops", "softmax", "--dtypes", "bfloat16",
-                      "--no-compile", "--sections", "main")  # fmt: skip
+    code, data = _run(tmp_path / "out", "--ops", "softmax", "--dtypes", "bfloat16", *MAIN_ONLY)
     assert code == 0  # a wrong peer is reported; wheelops' answers decide the exit status
     for row in data["rows"]:
         assert row["status"] == "ok" and row["wheelops"]["median_us"] > 0
@@ -623,14 +624,13 @@ def test_a_wrong_liger_is_reported_and_not_timed(tmp_path, monkeypatch):
     markdown = (tmp_path / "out" / run.MARKDOWN_NAME).read_text()
     assert "Liger-Kernel not timed (wrong result or error)" in markdown and "**WRONG**" in markdown
 
-    row = user_loop.Row("softmax", "4x4", "bfloat16", "forward", {"wheelops": 1.0},
-                        {"liger": "wrong: 3 of 16 elements beyond"})  # fmt: skip
+    problems = {"liger": "wrong: 3 of 16 elements beyond"}
+    row = user_loop.Row("softmax", "4x4", "bfloat16", "forward", {"wheelops": 1.0}, problems)
     assert "| **WRONG** |" in user_loop.table([row])
 
 
 def test_without_liger_there_is_no_column_and_the_json_says_why(tmp_path):
-    code, data = _run(tmp_path, "--ops", "softmax", "--dtypes", "float32", "--no-compile",
-                      "--sections", "main")  # fmt: skip
+    code, data = _run(tmp_path, "--ops", "softmax", "--dtypes", "float32", *MAIN_ONLY)
     assert code == 0
     assert data["settings"]["liger"] == {"version": None, "absent": "not on CUDA", "ops": {}}
     assert all(row["liger"] is None and row["liger_problem"] is None for row in data["rows"])

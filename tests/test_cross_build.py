@@ -4,6 +4,7 @@ itself, its repair and its emulated runs are `nox -s e2e -- universal-aarch64`'s
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -15,9 +16,12 @@ import pytest
 from _checkout import REPO, import_build_tools
 
 import_build_tools()
-from build_tools import cross_target, emulation, native_check, readme  # noqa: E402
-from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools.arch_list import parse_arch_list  # noqa: E402
+from build_tools.docs import readme  # noqa: E402
+from build_tools.package import emulation, native_check  # noqa: E402
+from build_tools.plan import cross_target  # noqa: E402
+from build_tools.plan import matrix as build_matrix  # noqa: E402
+from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
+from build_tools.run import rows as e2e_rows  # noqa: E402
 
 MATRIX = build_matrix.load()
 CROSS = [(v, p) for v in MATRIX.variants for p in v.cross]
@@ -121,11 +125,13 @@ def test_the_native_check_refuses_another_machine_and_foreign_links(tmp_path):
 
 def test_the_readme_says_what_the_cpu_only_cells_run():
     """Under --quick with a CUDA row, a CPU-only torch's cell runs the wheel's own test files
-    (noxfile._tests_of_cell), not the suite: the matrix table says so and counts them."""
+    (build_tools/run/rows.py tests_of_cell), not the suite: the matrix table says so and counts
+    them."""
     rows, quick = readme.ci_rows()
     if not (quick and "cpu" in rows and "universal" in rows):
         pytest.skip(".ci/run runs no --quick cpu row beside a CUDA row")
     said = readme.tested_here(MATRIX, MATRIX.variant("cpu"))
     assert f"({len(build_matrix.WHEEL_TESTS)} wheel test files" in said and "suite" not in said
     assert all((REPO / test).is_file() for test in build_matrix.WHEEL_TESTS)
-    assert "WHEEL_TESTS = build_matrix.WHEEL_TESTS" in (REPO / "noxfile.py").read_text()
+    quick = argparse.Namespace(quick=True, variants=["universal", "cpu"])
+    assert e2e_rows.tests_of_cell("cpu", "2.13.0+cpu", quick) == build_matrix.WHEEL_TESTS

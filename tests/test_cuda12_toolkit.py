@@ -1,4 +1,4 @@
-"""The CUDA 12 toolkit provider (build_tools/cuda12_toolkit.py): pins, the .deb reader,
+"""The CUDA 12 toolkit provider (build_tools/plan/cuda12_toolkit.py): pins, the .deb reader,
 and the errors a failed fetch gives. The real fetch runs in the universal build."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from _checkout import import_build_tools
 from _loopback import served
 
 import_build_tools()
-from build_tools import cuda12_toolkit  # noqa: E402
-from build_tools.cuda_toolkit import ToolkitError  # noqa: E402
+from build_tools.plan import cuda12_toolkit  # noqa: E402
+from build_tools.plan.cuda_toolkit import ToolkitError  # noqa: E402
 
 x86_64_only = pytest.mark.skipif(
     platform.machine() != "x86_64", reason="the CUDA 12 toolkit is pinned for x86_64 only"

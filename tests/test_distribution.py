@@ -24,9 +24,10 @@ import wheelops
 
 import_build_tools()
 
-from build_tools import build_env, index, relabel, torch_install, version  # noqa: E402
-from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools.wheel_files import parse, size_table  # noqa: E402
+from build_tools.package import index, relabel  # noqa: E402
+from build_tools.package.wheel_files import parse, size_table  # noqa: E402
+from build_tools.plan import build_env, torch_install, version  # noqa: E402
+from build_tools.plan import matrix as build_matrix  # noqa: E402
 
 TAGS = "cp310-abi3-manylinux_2_28_x86_64"
 

@@ -12,7 +12,7 @@ from _checkout import REPO, import_build_tools
 
 import_build_tools()
 
-from build_tools import readme  # noqa: E402
+from build_tools.docs import readme  # noqa: E402
 
 PYTHON_RUNS_FIRST = ("__main__.py", "__init__.py", "_damage.py")  # test_damaged_install's
 

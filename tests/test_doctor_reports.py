@@ -125,7 +125,8 @@ def test_doctor_on_a_working_install(tmp_path: Path) -> None:
     """Exit 0 and the right verdict, with warnings as errors: under torch 2.10/2.11 the doctor's
     first-use probe registered the ops' Python kernels a second time, a fatal `import` finding
     (2.13 and later: torch's "Overriding a previously registered kernel" warning) (#42). Not
-    marked slow, so that every cell of the matrix runs it (noxfile.py `_tests_of_cell`)."""
+    marked slow, so that every cell of the matrix runs it (build_tools/run/rows.py
+    `tests_of_cell`)."""
     package = installed_copy(tmp_path)
     text = run_python(package, "-W", "error", "-m", "wheelops")
     assert text.returncode == 0, text.stdout + text.stderr[-3000:]

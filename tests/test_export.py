@@ -50,20 +50,17 @@ def export(spec: OpSpec, device: str, strict: bool, rows: int = 6):
     """The op exported with its batch (first) dimension dynamic."""
     args = spec.inputs((rows, 16), device=device)
     batch = torch.export.Dim("batch", min=2)
-    dynamic = tuple({0: batch} if t.dim() >= 2 and t.shape[0] == rows else None
-                    for t in tensors_of(args))  # fmt: skip
+    batched = [t.dim() >= 2 and t.shape[0] == rows for t in tensors_of(args)]
+    dynamic = tuple({0: batch} if b else None for b in batched)
     return torch.export.export(
         TensorArgs(spec, args), tensors_of(args), dynamic_shapes=(dynamic,), strict=strict
     )
 
 
 def wheelops_targets(program) -> set[str]:
-    return {
-        node.target.name()
-        for node in program.graph.nodes
-        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-        and node.target.namespace == "wheelops"
-    }  # fmt: skip
+    calls = [node.target for node in program.graph.nodes if node.op == "call_function"]
+    ops = [t for t in calls if isinstance(t, torch._ops.OpOverload)]
+    return {t.name() for t in ops if t.namespace == "wheelops"}
 
 
 @pytest.mark.slow
@@ -84,8 +81,8 @@ def test_export_keeps_the_op_and_its_answer(name, strict, device):
 
 
 def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    command = [sys.executable, "-c", textwrap.dedent(code)]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
@@ -95,8 +92,8 @@ def test_saved_programs_load_in_a_fresh_process(tmp_path, device):
         spec = opspecs.BY_NAME[name]
         torch.export.save(export(spec, device, strict=False), tmp_path / f"{name}.pt2")
         args = tensors_of(spec.inputs((5, 16), device=device, seed=2))
-        torch.save((args, outputs(spec.call(*spec.inputs((5, 16), device=device, seed=2)))),
-                   tmp_path / f"{name}.pt")  # fmt: skip
+        expected = outputs(spec.call(*spec.inputs((5, 16), device=device, seed=2)))
+        torch.save((args, expected), tmp_path / f"{name}.pt")
     done = _run_python(
         f"""
         import torch, wheelops
@@ -171,8 +168,8 @@ def _package(model: torch.nn.Module, device: str, folder: Path, cxx: str | None)
 
 def _compiler_finding(env: dict[str, str] | None = None) -> dict:
     """The doctor's C++ compiler finding, in this environment or `env`."""
-    done = subprocess.run([sys.executable, "-m", "wheelops", "--json"], capture_output=True,
-                          text=True, timeout=300, env=env)  # fmt: skip
+    doctor = [sys.executable, "-m", "wheelops", "--json"]
+    done = subprocess.run(doctor, capture_output=True, text=True, timeout=300, env=env)
     (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["check"] == "C++ compiler"]
     return finding
 

@@ -4,8 +4,9 @@ see the first lookup of each name (else `import wheelops` pays for the registrat
 name resolves without its kernels), and none after (a resolved op is the namespace's
 attribute: a lookup costs what it does without the hook). In-process and about a tenth of
 a second, so that every torch CI installs runs it: it is among the wheel tests of every
-cell (build_tools/matrix.py WHEEL_TESTS) and the emulated ones (noxfile.py); the whole
-package's first uses, in fresh processes: test_import_defers.py."""
+cell (build_tools/plan/matrix.py WHEEL_TESTS) and the emulated ones
+(build_tools/run/steps.py); the whole package's first uses, in fresh processes:
+test_import_defers.py."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ gone. Commands that need the internet (PyTorch's index) cannot run here; the
 policy tests check their text.
 
 The wheels come from WHEELOPS_TEST_WHEELHOUSE (nox sets it to dist/repaired); a variant
-it lacks is cut from its universal wheel (build_tools/relabel.py's slim: its CPU library
+it lacks is cut from its universal wheel (build_tools/package/relabel.py's slim: its CPU library
 and the CUDA library of the variant's major), so that every fix a cell can print runs.
 Fixes that change the environment (`unset WHEELOPS_CUDA_LIBRARY`, `export CXX=...`) are
 run by changing the environment the venv's commands get.
@@ -39,8 +39,8 @@ from wheelops._compat.facts import this_process
 from wheelops._compat.matrix import matrix
 
 import_build_tools()
-from build_tools import index, relabel  # noqa: E402
-from build_tools.wheel_files import parse  # noqa: E402
+from build_tools.package import index, relabel  # noqa: E402
+from build_tools.package.wheel_files import parse  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -171,7 +171,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
             wheels.append(parse(slim))
     variants = set(index.generate(wheels, root / "site"))
     pypi = [w for w in wheels if w.local_label == PYPI]
-    if pypi:  # PyPI gets it unlabelled (build_tools/relabel.py), as the release does
+    if pypi:  # PyPI gets it unlabelled (build_tools/package/relabel.py), as the release does
         unlabelled = [parse(relabel.strip_label(w.path, root / "pypi-wheels")) for w in pypi]
         index.project_page(unlabelled, root / "site" / "pypi" / "wheelops")
     if BUILD.variant not in variants:

@@ -11,9 +11,10 @@ import pytest
 from _checkout import REPO, import_build_tools
 
 import_build_tools()
-from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools import readme, torch_install  # noqa: E402
-from build_tools.arch_list import parse_arch_list  # noqa: E402
+from build_tools.docs import readme  # noqa: E402
+from build_tools.plan import matrix as build_matrix  # noqa: E402
+from build_tools.plan import torch_install  # noqa: E402
+from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
 
 MATRIX = build_matrix.load()
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -65,10 +66,12 @@ def test_cuda_13_from_pypi_cuda_12_from_images_or_debian():
 
 
 def test_noxfile_repeats_nothing_from_the_matrix():
-    text = (REPO / "noxfile.py").read_text()
-    assert VERSION_LITERAL.findall(text) == []
-    assert not re.search(r"['\"]cu1\d\d['\"]", text)
-    assert "build_matrix.test_cells(MATRIX)" in text
+    # The sessions and the steps they run (build_tools/run/).
+    for path in [REPO / "noxfile.py", *sorted((REPO / "build_tools" / "run").glob("*.py"))]:
+        text = path.read_text()
+        assert VERSION_LITERAL.findall(text) == [], path
+        assert not re.search(r"['\"]cu1\d\d['\"]", text), path
+    assert "build_matrix.test_cells(MATRIX)" in (REPO / "noxfile.py").read_text()
 
 
 def test_dockerfile_takes_every_version_from_the_matrix():
@@ -93,12 +96,12 @@ def test_cibuildwheel_defaults_are_the_default_variant():
         assert config[f"manylinux-{arch}-image"] == MATRIX.image(MATRIX.default_variant, arch)
     assert config["build"] == "cp310-manylinux_*"
     assert "WHEELOPS_VARIANT" in config["environment-pass"]
-    assert "python -m build_tools.repair" in " ".join(config["repair-wheel-command"])
+    assert "python -m build_tools.package.repair" in " ".join(config["repair-wheel-command"])
 
 
 def test_workflow_matrices_come_from_the_matrix_file():
     wheels = (WORKFLOWS / "wheels.yml").read_text()
-    assert "python -m build_tools.matrix github" in wheels
+    assert "python -m build_tools.plan.matrix github" in wheels
     for job in ("build", "test", "gpu"):
         assert f"matrix: ${{{{ fromJSON(needs.matrix.outputs.{job}) }}}}" in wheels
     for workflow in WORKFLOWS.glob("*.yml"):
@@ -134,7 +137,7 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_tables_are_generated_from_the_matrix():
-    assert readme.main(["--check"]) == 0, "run: python -m build_tools.readme"
+    assert readme.main(["--check"]) == 0, "run: python -m build_tools.docs.readme"
 
 
 def _code_strings(path: Path) -> set[str]:

@@ -78,7 +78,7 @@ def test_every_native_check_raises_in_a_fresh_process():
 def _check_library(library: Path) -> subprocess.CompletedProcess[str]:
     code = (
         "import sys; from pathlib import Path\n"
-        "from build_tools.cxx_runtime import check_shared_cxx_runtime\n"
+        "from build_tools.compile.cxx_runtime import check_shared_cxx_runtime\n"
         "print(check_shared_cxx_runtime(Path(sys.argv[1]), 'test compiler'))\n"
     )
     return _python(["-c", code, str(library)], REPO, {}, timeout=60)
@@ -103,8 +103,9 @@ def test_build_check_refuses_a_library_with_its_own_cxx_runtime(tmp_path):
     assert "compiler: test compiler" in message and "CXX=" in message
 
     # The project's link flags get the shared runtime from the same compiler.
+    print_flags = "print(' '.join(flags.cxx_runtime_link_flags()))"
     flags = _python(
-        ["-c", "from build_tools import flags; print(' '.join(flags.cxx_runtime_link_flags()))"],
+        ["-c", f"from build_tools.compile import flags; {print_flags}"],
         REPO,
         {},
         timeout=60,
@@ -116,7 +117,7 @@ def test_build_check_refuses_a_library_with_its_own_cxx_runtime(tmp_path):
 
 
 def _without_runtime_flags(checkout: Path) -> str:
-    flags = checkout / "build_tools" / "flags.py"
+    flags = checkout / "build_tools" / "compile" / "flags.py"
     original = flags.read_text()
     marker = "def cxx_runtime_link_flags() -> list[str]:\n"
     assert marker in original
@@ -142,7 +143,7 @@ def test_dev_build_with_a_static_runtime_compiler(tmp_path, libraries):
     assert "CxxRuntimeError" in refused.stderr and "private copy of" in refused.stderr
 
     # With them (only the link changes), the build is accepted and records the runtime...
-    (checkout / "build_tools" / "flags.py").write_text(flags_source)
+    (checkout / "build_tools" / "compile" / "flags.py").write_text(flags_source)
     built = _python(["-c", load], checkout, env)
     assert built.returncode == 0, built.stderr[-3000:]
     assert built.stdout.strip().splitlines()[-1] == "libstdc++.so.6 (shared)"

@@ -18,13 +18,14 @@ from wheelops._compat.record import FileDamage
 from wheelops._compat.report import LibraryFile, Report, Status
 
 import_build_tools()
-from build_tools import troubleshooting  # noqa: E402
+from build_tools.docs import troubleshooting  # noqa: E402
 
 INDEX = matrix().index_url
 TORCH_INDEX = matrix().torch_index_url
 REINSTALL = f"pip install --force-reinstall --no-deps wheelops --index-url {INDEX}"
 
-# The troubleshooting tables' builds (build_tools/troubleshooting.py), as this package's records.
+# The troubleshooting tables' builds (build_tools/docs/troubleshooting.py), as this package's
+# records.
 CU130_BUILD = BuildInfo.from_dict(troubleshooting.BUILD.to_dict())
 CPU_BUILD = BuildInfo.from_dict(troubleshooting.CPU_BUILD.to_dict())
 UNIVERSAL = BuildInfo.from_dict(troubleshooting.UNIVERSAL.to_dict())

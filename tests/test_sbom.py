@@ -1,4 +1,4 @@
-"""The wheel's SBOM (PEP 770, build_tools/sbom.py): valid CycloneDX 1.6, and true to the
+"""The wheel's SBOM (PEP 770, build_tools/package/sbom.py): valid CycloneDX 1.6, and true to the
 build facts and to the files installed."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import wheelops
 
 import_build_tools()
 
-from build_tools import matrix as build_matrix  # noqa: E402
-from build_tools import relabel, sbom  # noqa: E402
+from build_tools.package import relabel, sbom  # noqa: E402
+from build_tools.plan import matrix as build_matrix  # noqa: E402
 
 PACKAGE = Path(wheelops.__file__).parent
 
@@ -87,7 +87,7 @@ def test_the_sbom_says_what_the_build_facts_say():
 
 
 def test_relabel_keeps_the_sbom_true():
-    """A slim wheel's SBOM (build_tools/relabel.py) names only its own libraries, under its
+    """A slim wheel's SBOM (build_tools/package/relabel.py) names only its own libraries, under its
     own version, and stays valid."""
     _needs_validator()
     doc, facts = _installed_sbom(), wheelops.build_info()
@@ -120,12 +120,12 @@ def test_the_schema_check_rejects_a_broken_sbom(damage, complaint):
 
 
 def test_repair_installs_the_same_schema_check():
-    lines = (REPO / "build_tools" / "repair-requirements.txt").read_text().splitlines()
+    lines = (REPO / "build_tools" / "package" / "repair-requirements.txt").read_text().splitlines()
     assert sbom.VALIDATOR_REQUIREMENT in lines
 
 
 def test_relabeled_wheels_carry_their_own_sbom(tmp_path):
-    """build_tools/relabel.py on a wheel holding this install's facts and SBOM: the PyPI
+    """build_tools/package/relabel.py on a wheel holding this install's facts and SBOM: the PyPI
     copy's SBOM names the unlabelled version; a slim wheel's names its one CUDA library."""
     _needs_validator()
     doc, facts = _installed_sbom(), wheelops.build_info()

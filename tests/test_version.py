@@ -15,7 +15,7 @@ import wheelops
 
 import_build_tools()
 
-from build_tools import version  # noqa: E402
+from build_tools.plan import version  # noqa: E402
 
 PACKAGE = Path(wheelops.__file__).resolve().parent
 

@@ -2,7 +2,7 @@
 
 The only reader of matrix.json (`read`). This model holds what the guard reads: which
 variant serves a torch and a GPU, and the commands it prints. The build tooling extends
-it (build_tools/matrix.py: toolkits, compilers, images, platforms, the torch releases
+it (build_tools/plan/matrix.py: toolkits, compilers, images, platforms, the torch releases
 each variant is built and tested with) over the same data, so both sides always agree
 on names, CUDA releases and arch lists. No torch import, no decisions about this machine.
 """
@@ -58,7 +58,7 @@ class Matrix:
     # How every wheelops install command starts. pip cannot uninstall a distribution whose
     # RECORD is gone ("Cannot uninstall wheelops ..., RECORD file not found"), so where it
     # is, --force-reinstall fails and --ignore-installed writes over it (without_record).
-    # (Keyword-only: the build's model, build_tools/matrix.py, adds fields without defaults.)
+    # (Keyword-only: the build's model, build_tools/plan/matrix.py, adds fields without defaults.)
     pip_install: str = field(default="pip install --force-reinstall --no-deps", kw_only=True)
     # WHEELOPS_INDEX_URL is set: a mirror of the index (nox -s index: whl/<label>/ for every
     # wheel, universal included) serves every command, the PyPI wheel's too.
@@ -162,7 +162,7 @@ def model_of(
 ) -> M:
     """A model of the data: each variant's row (lists as tuples) as far as `variant_type`
     has fields for it, so that the runtime's model skips the build's fields; the build's
-    model (build_tools/matrix.py) has a field for every key and `extra` for its own."""
+    model (build_tools/plan/matrix.py) has a field for every key and `extra` for its own."""
     names = {f.name for f in fields(variant_type)} - {"name"}
     variants = tuple(
         variant_type(

@@ -1,9 +1,9 @@
 """The generated tables of the docs: compatibility (from wheelops/matrix.json) in the README,
-troubleshooting (the guard's own findings, build_tools/troubleshooting.py) in
+troubleshooting (the guard's own findings, build_tools/docs/troubleshooting.py) in
 docs/troubleshooting.md, and the README's index of those.
 
-python -m build_tools.readme          # rewrite the tables between their markers
-python -m build_tools.readme --check  # exit 1 if a page is out of date (a test runs this)
+python -m build_tools.docs.readme          # rewrite the tables between their markers
+python -m build_tools.docs.readme --check  # exit 1 if a page is out of date (a test runs this)
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import re
 import sys
 from pathlib import Path
 
-from build_tools import matrix as build_matrix
-from build_tools import troubleshooting
+from build_tools import ROOT
 from build_tools.compat import archs as _archs
-from build_tools.matrix import wheels as build_wheels
-from build_tools.torch_install import NEWEST
+from build_tools.docs import troubleshooting
+from build_tools.plan import matrix as build_matrix
+from build_tools.plan.matrix import wheels as build_wheels
+from build_tools.plan.torch_install import NEWEST
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 README = REPO / "README.md"
 TROUBLESHOOTING = REPO / "docs" / "troubleshooting.md"
 CI_SCRIPT = REPO / ".ci" / "run"  # the README's test command (a test checks)
@@ -66,18 +67,17 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
             "the newest on PyPI when CI runs" if t == NEWEST else t
             for t in build_matrix.e2e_torches(matrix, v, quick)
         ]
-        # noxfile._tests_of_cell: under --quick with a CUDA-carrying row, a CPU-only torch's
-        # cell runs the wheel's own test files, the other cells the suite.
-        cuda_rows = [r for r in rows if r in matrix.names and build_matrix.has_cuda(
-            matrix.variant(r))]  # fmt: skip
+        # build_tools/run/rows.py tests_of_cell: under --quick with a CUDA-carrying row, a
+        # CPU-only torch's cell runs the wheel's own test files, the other cells the suite.
+        named = [matrix.variant(r) for r in rows if r in matrix.names]
+        cuda_rows = [r for r in named if build_matrix.has_cuda(r)]
         wheel_tests = (
             f"{len(build_matrix.WHEEL_TESTS)} wheel test files: {build_matrix.WHEEL_TESTS_SAID}"
         )
         what = "the suite"
         if quick and cuda_rows:
-            what = wheel_tests if not build_matrix.has_cuda(v) else (
-                f"the suite; under a CPU-only torch, {wheel_tests}"
-            )  # fmt: skip
+            cpu_cells = f"the suite; under a CPU-only torch, {wheel_tests}"
+            what = cpu_cells if build_matrix.has_cuda(v) else wheel_tests
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
@@ -118,12 +118,9 @@ def variants_table(matrix: build_matrix.Matrix, index_url: str) -> str:
                     for name in v.parts
                     if (spec := v.part_arch_list(name, platform))
                 ]
-            return (
-                "any: CPU, or CUDA " + " or ".join(matrix.variant(n).cuda or "" for n in v.parts)
-                + " (the library of torch's CUDA major loads)",
-                "<br>".join(toolkit for _, toolkit, _ in parts),
-                "<br>".join(code),
-            )  # fmt: skip
+            majors = " or ".join(matrix.variant(n).cuda or "" for n in v.parts)
+            gpus = f"any: CPU, or CUDA {majors} (the library of torch's CUDA major loads)"
+            return gpus, "<br>".join(toolkit for _, toolkit, _ in parts), "<br>".join(code)
         if not v.arch_list:
             return "CPU only (any torch)", "-", "-"
         code = code_of(v.arch_list)
@@ -179,7 +176,10 @@ def render(matrix: build_matrix.Matrix, index_url: str) -> str:
 
 
 def markers(section: str) -> tuple[str, str]:
-    return f"<!-- {section}: begin (python -m build_tools.readme) -->", f"<!-- {section}: end -->"
+    return (
+        f"<!-- {section}: begin (python -m build_tools.docs.readme) -->",
+        f"<!-- {section}: end -->",
+    )
 
 
 def updated(text: str, section: str, body: str, page: str = "README.md") -> str:
@@ -205,7 +205,7 @@ def sections() -> dict[Path, dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.readme", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m build_tools.docs.readme", description=__doc__)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     stale = []
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.check:
                 page.write_text(new)
     if args.check and stale:
-        print(f"out of date: {', '.join(stale)}; run python -m build_tools.readme")
+        print(f"out of date: {', '.join(stale)}; run python -m build_tools.docs.readme")
         return 1
     return 0
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 
-from build_tools import matrix
 from build_tools.compat import archs
+from build_tools.plan import matrix
 
 ArchList = archs.ArchList
 parse_arch_list = archs.parse_arch_list

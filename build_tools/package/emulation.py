@@ -1,11 +1,12 @@
 """Run a cross-built wheel here, under qemu-user emulation: an aarch64 CPython, venv and torch.
 
-    python -m build_tools.emulation venv aarch64 DIR --torch 2.14.1 [--wheel W] [--with REQ...]
-    python -m build_tools.emulation install aarch64 DIR --index-url URL   # into that venv
+    python -m build_tools.package.emulation venv aarch64 DIR --torch 2.14.1 \
+        [--wheel W] [--with REQ...]
+    python -m build_tools.package.emulation install aarch64 DIR --index-url URL   # into that venv
     DIR/bin/python -m wheelops --json       # runs under qemu-aarch64
 
 The sysroot is Debian bookworm's arm64 CPython 3.11 and the libraries it needs, fetched
-by build_tools/debian_packages.py (apt-get under a private state) and unpacked in Python.
+by build_tools/plan/debian_packages.py (apt-get under a private state) and unpacked in Python.
 qemu-user looks a path up in the sysroot first, so the sysroot also holds an aarch64
 /proc/cpuinfo and MIDR registers (a Neoverse V2, GH200's Grace CPU): torch's cpuinfo
 reads them, and the host's x86 ones crash it. No binfmt registration is needed: the
@@ -28,24 +29,38 @@ import subprocess
 import sys
 from pathlib import Path
 
-from build_tools import debian_packages
-from build_tools.cross_target import PIP_PLATFORMS, compiler
-from build_tools.cuda12_toolkit import cache_dir, deb_data
-from build_tools.cuda_toolkit import ToolkitError
+from build_tools.plan import debian_packages
+from build_tools.plan.cross_target import PIP_PLATFORMS, compiler
+from build_tools.plan.cuda12_toolkit import cache_dir, deb_data
+from build_tools.plan.cuda_toolkit import ToolkitError
 
 PYTHON = "3.11"  # Debian bookworm's CPython
 DEBIAN_ARCH = {"aarch64": "arm64"}
 # The sysroot: these and everything they depend on, less what a Python never runs.
 DEBIAN_ROOTS = ("python3.11-minimal", "libpython3.11-stdlib", "libstdc++6", "libgomp1")
 DEBIAN_SKIP = (
-    "dpkg", "perl", "perl-base", "perl-modules-5.36", "libperl5.36", "tar",
-    "install-info", "mailcap", "mime-support", "media-types",
-)  # fmt: skip
+    "dpkg",
+    "perl",
+    "perl-base",
+    "perl-modules-5.36",
+    "libperl5.36",
+    "tar",
+    "install-info",
+    "mailcap",
+    "mime-support",
+    "media-types",
+)
 QEMU_DEB = "qemu-user-static"  # fetched the same way (amd64) where no qemu is installed
 # What torch's runtime needs beyond the torch wheel, per release (torch's own pins, for
 # this platform). The CUDA 13 build links its NVIDIA libraries; the CPU build nothing.
-COMMON_TORCH_REQUIREMENTS = ["filelock", "typing-extensions", "sympy", "networkx", "jinja2",
-                             "fsspec"]  # fmt: skip
+COMMON_TORCH_REQUIREMENTS = [
+    "filelock",
+    "typing-extensions",
+    "sympy",
+    "networkx",
+    "jinja2",
+    "fsspec",
+]
 TORCH_RUNTIME = {
     "2.14.1": [
         "cuda-toolkit[cublas,cudart,cufft,cufile,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]"
@@ -138,8 +153,8 @@ def new_venv(machine: str, where: Path) -> Path:
     """A fresh venv of the emulated CPython at `where`; returns its python (a script)."""
     root, emulator = sysroot(machine), qemu(machine)
     shutil.rmtree(where, ignore_errors=True)
-    subprocess.run([str(emulator), "-L", str(root), str(root / f"usr/bin/python{PYTHON}"),
-                    "-m", "venv", "--without-pip", str(where)], check=True)  # fmt: skip
+    python = [str(emulator), "-L", str(root), str(root / f"usr/bin/python{PYTHON}")]
+    subprocess.run([*python, "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python"
     for link in where.glob("bin/python*"):
         link.unlink()
@@ -160,26 +175,20 @@ def site_packages(venv: Path) -> Path:
 def pip_install(machine: str, venv: Path, *args: str) -> None:
     """pip install (this host's pip) into the emulated venv, for its platform."""
     platforms = [f"--platform={p}" for p in PIP_PLATFORMS[machine]]
-    command = [
-        sys.executable, "-m", "pip", "install", "--quiet", "--only-binary=:all:",
-        *platforms, f"--python-version={PYTHON}", "--implementation=cp",
-        "--target", str(site_packages(venv)), "--upgrade", *args,
-    ]  # fmt: skip
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--only-binary=:all:"]
+    interpreter = [f"--python-version={PYTHON}", "--implementation=cp"]
+    target = ["--target", str(site_packages(venv)), "--upgrade"]
+    command = [*pip, *platforms, *interpreter, *target, *args]
     print("+ pip install (emulated", machine + ")", " ".join(args), flush=True)
     subprocess.run(command, check=True)
 
 
 def _cupti_stand_in(machine: str, venv: Path, torch_lib: Path) -> Path:
     """A libcupti.so.13 exporting what torch's libtorch_cpu takes from it, each call failing."""
-    symbols = subprocess.run(
-        ["readelf", "--dyn-syms", "-W", str(torch_lib / "libtorch_cpu.so")],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    names = sorted({
-        line.split()[7].split("@")[0]
-        for line in symbols.splitlines()
-        if "@libcupti.so" in line and " UND " in line
-    })  # fmt: skip
+    readelf = ["readelf", "--dyn-syms", "-W", str(torch_lib / "libtorch_cpu.so")]
+    symbols = subprocess.run(readelf, capture_output=True, text=True, check=True).stdout
+    taken = [line for line in symbols.splitlines() if "@libcupti.so" in line and " UND " in line]
+    names = sorted({line.split()[7].split("@")[0] for line in taken})
     folder = site_packages(venv) / "nvidia" / "cu13" / "lib"
     folder.mkdir(parents=True, exist_ok=True)
     source = venv / "cupti_stand_in.c"
@@ -190,9 +199,8 @@ def _cupti_stand_in(machine: str, venv: Path, torch_lib: Path) -> Path:
     script.write_text(f"{CUPTI[1]} {{ global: *; }};\n")
     output = folder / CUPTI[1]
     gcc = str(compiler(machine)).replace("g++", "gcc")
-    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(output), str(source),
-                    f"-Wl,-soname,{CUPTI[1]}", f"-Wl,--version-script={script}"],
-                   check=True)  # fmt: skip
+    link = [f"-Wl,-soname,{CUPTI[1]}", f"-Wl,--version-script={script}"]
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(output), str(source), *link], check=True)
     print(
         f"{CUPTI[0]} has no {machine} wheel on this index: a stand-in {output.name} "
         f"({len(names)} symbols, each returning an error) takes its place",
@@ -215,7 +223,9 @@ def install_torch(machine: str, venv: Path, version: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.emulation", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.emulation", description=__doc__
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("venv", help="a fresh emulated venv with torch (and more)")
     more = sub.add_parser("install", help="install into an emulated venv")
@@ -225,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("venv", type=Path)
         command.add_argument("--wheel", type=Path, help="a wheelops wheel (--no-deps)")
         command.add_argument("--index-url", help="wheelops (--no-deps) from this index")
-        command.add_argument("--with", dest="requirements", nargs="+", default=[],
-                             help="more requirements (test tools)")  # fmt: skip
+        more_help = "more requirements (test tools)"
+        command.add_argument("--with", dest="requirements", nargs="+", default=[], help=more_help)
     args = parser.parse_args(argv)
     venv = args.venv.resolve()
     try:
@@ -238,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.wheel:
             pip_install(args.machine, venv, "--no-deps", str(args.wheel))
         if args.index_url:  # --isolated: pip's configuration must not supply wheelops
-            pip_install(args.machine, venv, "--isolated", "--no-deps",
-                        "--index-url", args.index_url, "wheelops")  # fmt: skip
+            from_index = ["--index-url", args.index_url, "wheelops"]
+            pip_install(args.machine, venv, "--isolated", "--no-deps", *from_index)
     except ToolkitError as err:
         raise SystemExit(f"wheelops emulation: {err}") from None
     print(f"emulated {args.machine} venv: {venv / 'bin' / 'python'}")

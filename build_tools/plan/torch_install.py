@@ -125,7 +125,7 @@ def install(variant: str, torch: str, default_registry: bool = False) -> tuple[s
     import subprocess
     import sys
 
-    from build_tools import matrix as build_matrix
+    from build_tools.plan import matrix as build_matrix
 
     matrix = build_matrix.load()
     spec = matrix.variant(variant)
@@ -158,7 +158,7 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m build_tools.torch_install", description=__doc__
+        prog="python -m build_tools.plan.torch_install", description=__doc__
     )
     parser.add_argument("variant")
     parser.add_argument(

@@ -1,16 +1,16 @@
 """The wheel's CycloneDX SBOM (PEP 770): `<dist-info>/sboms/wheelops.cdx.json`.
 
-    python -m build_tools.sbom WHEEL      # validate a wheel's SBOM (CycloneDX 1.6 schema)
+    python -m build_tools.package.sbom WHEEL      # validate a wheel's SBOM (CycloneDX 1.6 schema)
 
 Written from the build facts (wheelops/_build_info.json) by the wheel build itself
-(setup.py's bdist_wheel, see build_tools/extensions.py), so every wheel carries it:
+(setup.py's bdist_wheel, see build_tools/compile/extensions.py), so every wheel carries it:
 the package's native libraries (with their sha256 and GPU code), and what they were made
 from and need at run time: each CUDA library's toolkit (every pinned download with its
 sha256, or the installed PyPI distributions with the sha256 of their RECORD, which lists
 the sha256 of each of their files), the torch whose headers they were compiled against,
 the compiler, the C++ runtime, and the NVIDIA libraries they link (not in the wheel:
 torch's CUDA wheels install them). auditwheel adds its own `auditwheel.cdx.json` only
-for libraries it grafts, and build_tools/repair.py lets it graft none; relabel.py keeps
+for libraries it grafts, and build_tools/package/repair.py lets it graft none; relabel.py keeps
 this one true for the wheels it makes (`relabel`).
 """
 
@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from build_tools import build_env, cuda12_toolkit
 from build_tools.compat import links
-from build_tools.cuda_toolkit import CudaToolkit
+from build_tools.plan import build_env, cuda12_toolkit
+from build_tools.plan.cuda_toolkit import CudaToolkit
 
 # The schema check's package (it ships the CycloneDX schemas): the test sessions and
-# build_tools/repair-requirements.txt install it (tests/test_sbom.py checks they agree).
+# build_tools/package/repair-requirements.txt install it (tests/test_sbom.py checks they agree).
 VALIDATOR_REQUIREMENT = "cyclonedx-python-lib[json-validation]==11.12.0"
 SBOM_FILE = "wheelops.cdx.json"  # auditwheel's is auditwheel.cdx.json: no clash
 SPEC_VERSION = "1.6"
@@ -286,7 +286,9 @@ def document(
                 licenses=own,
                 properties=_props(git_commit=facts["git_commit"], platform=facts["platform"]),
             ),
-            "tools": {"components": [_component("application", "build_tools.sbom", version)]},
+            "tools": {
+                "components": [_component("application", "build_tools.package.sbom", version)]
+            },
         },
         "components": components,
         "dependencies": [{"ref": ref, "dependsOn": sorted(set(on))} for ref, on in depends.items()],
@@ -362,7 +364,7 @@ def read(wheel: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.sbom", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m build_tools.package.sbom", description=__doc__)
     parser.add_argument("wheel", type=Path)
     args = parser.parse_args(argv)
     try:

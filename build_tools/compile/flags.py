@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from build_tools.arch_list import ArchList
-    from build_tools.cuda_toolkit import CudaToolkit
+    from build_tools.plan.arch_list import ArchList
+    from build_tools.plan.cuda_toolkit import CudaToolkit
 
 STABLE_ABI_FLOOR = "2.10"
 TORCH_TARGET_VERSION = "0x020a000000000000"  # torch 2.10: the libraries load in any torch >= 2.10
@@ -45,7 +45,7 @@ def cxx_runtime_link_flags() -> list[str]:
     # runtime libraries, so they satisfy every reference even where the compiler's
     # directories hold only the static archives (the GPU machine's /opt/gcc puts
     # such a directory first), and a static archive added later has nothing to
-    # give. build_tools/cxx_runtime.py checks the result.
+    # give. build_tools/compile/cxx_runtime.py checks the result.
     return ["-Wl,--push-state,-Bdynamic,-l:libstdc++.so.6,-l:libgcc_s.so.1,--pop-state"]
 
 
@@ -60,7 +60,7 @@ def link_flags() -> list[str]:
 
 def cublaslt_link_flags(lib_dir: str, soname: str) -> list[str]:
     # By soname (libcublasLt.so.13), as cudart: the one torch's CUDA wheels install and
-    # load before wheelops; never bundled (build_tools/repair.py excludes it).
+    # load before wheelops; never bundled (build_tools/package/repair.py excludes it).
     return [f"-L{lib_dir}", f"-l:{soname}"]
 
 

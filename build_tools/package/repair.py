@@ -1,19 +1,19 @@
 """Repair a built wheel to manylinux and check it: the one repair step of nox and cibuildwheel.
 
-    python -m build_tools.repair dist/cu130/wheelops-*.whl dist/repaired/cu130
+    python -m build_tools.package.repair dist/cu130/wheelops-*.whl dist/repaired/cu130
 
 auditwheel retags the wheel for the matrix's manylinux policy without vendoring
 anything: torch's libraries and the CUDA runtime come from the user's torch, so
 bundling a second copy would load two of each. Then `auditwheel show` must
 confirm the tag, `abi3audit --strict` that the libraries keep to the stable
 Python ABI of cp310-abi3, `check-wheel-contents` that the layout is sound,
-build_tools/native_check.py each library's platform, NEEDED, SASS and PTX, Quansight's
+build_tools/package/native_check.py each library's platform, NEEDED, SASS and PTX, Quansight's
 `torch-abi-audit --check torch` (an outside check: every library on torch's stable ABI, the
 torch it needs no newer than the matrix's floor), and the
-CycloneDX schema that the SBOM the build wrote is valid (build_tools/sbom.py). A
+CycloneDX schema that the SBOM the build wrote is valid (build_tools/package/sbom.py). A
 cross-built wheel (--plat manylinux_2_28_aarch64) is repaired and checked here too:
 these tools read ELF files, whatever the host.
-Needs build_tools/repair-requirements.txt installed.
+Needs build_tools/package/repair-requirements.txt installed.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from build_tools import matrix as build_matrix
-from build_tools import sbom
+from build_tools.package import sbom
+from build_tools.plan import matrix as build_matrix
 
 # The outside stable-ABI audit (PyPI; vLLM gates on it): repair-requirements.txt and the
 # test sessions install it (tests/test_build.py checks they agree).
@@ -65,15 +65,16 @@ def repair(wheel: Path, dest: Path, plat: str) -> Path:
     cross = not plat.endswith("_" + build_matrix.this_platform())
     with tempfile.TemporaryDirectory() as scratch:
         excludes = [f"--exclude={pattern}" for pattern in EXCLUDED_LIBRARIES]
-        _run(sys.executable, "-m", "auditwheel", "repair", f"--plat={'auto' if cross else plat}",
-             *excludes, f"--wheel-dir={scratch}", str(wheel))  # fmt: skip
+        auditwheel = [sys.executable, "-m", "auditwheel", "repair"]
+        policy = f"--plat={'auto' if cross else plat}"
+        _run(*auditwheel, policy, *excludes, f"--wheel-dir={scratch}", str(wheel))
         (repaired,) = Path(scratch).glob("*.whl")
         if cross and plat not in repaired.name:
             found = [_glibc_of(tag) for tag in re.findall(r"manylinux_\d+_\d+_\w+", repaired.name)]
             if not found or max(found) > _glibc_of(plat):
                 raise SystemExit(f"auditwheel tagged {repaired.name}, beyond {plat}")
-            _run(sys.executable, "-m", "wheel", "tags", "--remove", f"--platform-tag=+{plat}",
-                 str(repaired))  # fmt: skip
+            tags = [sys.executable, "-m", "wheel", "tags", "--remove"]
+            _run(*tags, f"--platform-tag=+{plat}", str(repaired))
             (repaired,) = Path(scratch).glob("*.whl")
         target = dest / repaired.name
         target.unlink(missing_ok=True)
@@ -95,7 +96,7 @@ def check(wheel: Path, plat: str) -> None:
     _check_library_hashes(wheel)
     _run(sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel))
     _run(sys.executable, "-m", "check_wheel_contents", str(wheel))
-    _run(sys.executable, "-m", "build_tools.native_check", str(wheel))
+    _run(sys.executable, "-m", "build_tools.package.native_check", str(wheel))
     with tempfile.TemporaryDirectory() as unpacked:
         import zipfile
 
@@ -176,7 +177,9 @@ def _wheel_names(wheel: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.repair", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.repair", description=__doc__
+    )
     parser.add_argument("wheel", type=Path)
     parser.add_argument("dest", type=Path)
     arch = platform.machine()

@@ -13,7 +13,8 @@ from setuptools import Extension
 from setuptools.command.bdist_wheel import bdist_wheel
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-from build_tools import (
+from build_tools import ROOT
+from build_tools.compile import (
     build_facts,
     cpu_library,
     cublaslt,
@@ -21,10 +22,10 @@ from build_tools import (
     cxx_runtime,
     flags,
     native_sources,
-    sbom,
 )
-from build_tools.cuda_toolkit import CudaToolkit
-from build_tools.plan import BuildPlan
+from build_tools.package import sbom
+from build_tools.plan.build_plan import BuildPlan
+from build_tools.plan.cuda_toolkit import CudaToolkit
 
 PACKAGE = "wheelops"
 
@@ -35,7 +36,7 @@ def cuda_module(toolkit: CudaToolkit) -> str:
 
 
 def _relative(paths: list[Path]) -> list[str]:
-    return [str(p.relative_to(native_sources.ROOT)) for p in paths]
+    return [str(p.relative_to(ROOT)) for p in paths]
 
 
 def extensions(plan: BuildPlan) -> list[Extension]:
@@ -126,7 +127,7 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
             )
             targets = [Path(self.build_lib) / PACKAGE]
             if self.inplace:
-                targets.append(native_sources.ROOT / PACKAGE)
+                targets.append(ROOT / PACKAGE)
             for target in targets:
                 target.mkdir(parents=True, exist_ok=True)
                 build_facts.write(facts, target)
@@ -150,7 +151,7 @@ def bdist_wheel_command(plan: BuildPlan) -> type[bdist_wheel]:
     toolkits = tuple(t for t in (plan.toolkit, *(t for t, _ in plan.other_cuda)) if t)
 
     class WheelWithSbom(bdist_wheel):
-        """The wheel, its .dist-info holding sboms/wheelops.cdx.json (build_tools/sbom.py),
+        """The wheel, its .dist-info holding sboms/wheelops.cdx.json (build_tools/package/sbom.py),
         made from the build facts and the libraries as they go into the wheel."""
 
         def write_wheelfile(self, wheelfile_base: str, *args: Any, **kwargs: Any) -> None:

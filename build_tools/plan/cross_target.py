@@ -7,9 +7,9 @@ host side. Host code is compiled by Debian's cross compiler (g++-aarch64-linux-g
 installed, else its bookworm packages fetched and unpacked into the cache)
 against the aarch64 torch wheel's own headers and linked, with -z defs, against its
 libc10/libtorch_cpu and the aarch64 libcudart/libcublasLt of NVIDIA's runtime wheels,
-by soname (never shipped: build_tools/repair.py excludes them):
+by soname (never shipped: build_tools/package/repair.py excludes them):
 
-    python -m build_tools.cross_target aarch64   # fetch (once), unpack, print the root
+    python -m build_tools.plan.cross_target aarch64   # fetch (once), unpack, print the root
 
 Every wheel is pinned by version and sha256 (pip checks them); the unpacked root is
 cached beside the toolkits (WHEELOPS_TOOLKIT_CACHE).
@@ -26,8 +26,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools.cuda12_toolkit import Pinned, cache_dir, fetch_wheels
-from build_tools.cuda_toolkit import ToolkitError
+from build_tools.plan.cuda12_toolkit import Pinned, cache_dir, fetch_wheels
+from build_tools.plan.cuda_toolkit import ToolkitError
 
 # Wheel tags pip may take for these pins (torch: manylinux_2_28; NVIDIA: 2014 and 2_27).
 PIP_PLATFORMS = {
@@ -43,35 +43,53 @@ COMPILERS = {"aarch64": "aarch64-linux-gnu-g++"}
 # The torch whose headers and core libraries the host code is built against: the build
 # torch of the universal wheel, its aarch64 build (PyPI's is the CUDA 13.0 one).
 TORCH = {
-    "aarch64": Pinned("torch", "2.14.1", "torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl",
-                      "ef1276fd07adb8d463ac402a24ea7482e45c9a42df8ebdac211aa757779200ba",
-                      453982557),
-}  # fmt: skip
+    "aarch64": Pinned(
+        "torch",
+        "2.14.1",
+        "torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl",
+        "ef1276fd07adb8d463ac402a24ea7482e45c9a42df8ebdac211aa757779200ba",
+        453982557,
+    ),
+}
 # Per CUDA major: the runtime and cuBLAS wheels whose libcudart / libcublasLt the CUDA
-# library links (the versions the x86_64 toolkits' headers are: build_tools/cublaslt.py).
+# library links (the versions the x86_64 toolkits' headers are: build_tools/compile/cublaslt.py).
 CUDA_RUNTIME = {
     "aarch64": {
         "12": (
-            Pinned("nvidia-cuda-runtime-cu12", "12.4.127",
-                   "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_aarch64.whl",
-                   "961fe0e2e716a2a1d967aab7caee97512f71767f852f67432d572e36cb3a11f3", 894177),
-            Pinned("nvidia-cublas-cu12", "12.4.5.8",
-                   "nvidia_cublas_cu12-12.4.5.8-py3-none-manylinux2014_aarch64.whl",
-                   "0f8aa1706812e00b9f19dfe0cdb3999b092ccb8ca168c0db5b8ea712456fd9b3",
-                   363333771),
+            Pinned(
+                "nvidia-cuda-runtime-cu12",
+                "12.4.127",
+                "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_aarch64.whl",
+                "961fe0e2e716a2a1d967aab7caee97512f71767f852f67432d572e36cb3a11f3",
+                894177,
+            ),
+            Pinned(
+                "nvidia-cublas-cu12",
+                "12.4.5.8",
+                "nvidia_cublas_cu12-12.4.5.8-py3-none-manylinux2014_aarch64.whl",
+                "0f8aa1706812e00b9f19dfe0cdb3999b092ccb8ca168c0db5b8ea712456fd9b3",
+                363333771,
+            ),
         ),
         "13": (
-            Pinned("nvidia-cuda-runtime", "13.0.96",
-                   "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64"
-                   ".manylinux_2_17_aarch64.whl",
-                   "ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55", 2261060),
-            Pinned("nvidia-cublas", "13.1.1.3",
-                   "nvidia_cublas-13.1.1.3-py3-none-manylinux_2_27_aarch64.whl",
-                   "b7a210458267ac818974c53038fbec2e969d5c99f305ab15c72522fa9f001dd5",
-                   542848918),
+            Pinned(
+                "nvidia-cuda-runtime",
+                "13.0.96",
+                "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64"
+                ".manylinux_2_17_aarch64.whl",
+                "ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55",
+                2261060,
+            ),
+            Pinned(
+                "nvidia-cublas",
+                "13.1.1.3",
+                "nvidia_cublas-13.1.1.3-py3-none-manylinux_2_27_aarch64.whl",
+                "b7a210458267ac818974c53038fbec2e969d5c99f305ab15c72522fa9f001dd5",
+                542848918,
+            ),
         ),
     }
-}  # fmt: skip
+}
 TORCH_LIBRARIES = ("libc10.so", "libtorch_cpu.so")  # all the libraries link of torch's
 
 
@@ -143,7 +161,7 @@ def _unpack(root: Path, machine: str, wheels: dict[str, Path]) -> None:
 
 def compiler(machine: str) -> Path:
     """The cross g++: PATH's (Debian's g++-aarch64-linux-gnu, installed), else Debian's
-    packages of it fetched into the cache (build_tools/debian_packages.py: nothing is
+    packages of it fetched into the cache (build_tools/plan/debian_packages.py: nothing is
     installed) behind a script that gives it its folder as --sysroot."""
     name = COMPILERS[machine]
     found = shutil.which(name)
@@ -153,8 +171,8 @@ def compiler(machine: str) -> Path:
     root = cache_dir() / f"cross-gcc-{machine}"
     stamp = root / ".wheelops-complete"
     if not stamp.is_file():
-        from build_tools import debian_packages
-        from build_tools.cuda12_toolkit import deb_data
+        from build_tools.plan import debian_packages
+        from build_tools.plan.cuda12_toolkit import deb_data
 
         staging = root.with_name(root.name + ".staging")
         shutil.rmtree(staging, ignore_errors=True)
@@ -202,10 +220,8 @@ def _check_compiles(cxx: Path, advice: str) -> None:
         source = Path(tmp) / "probe.cpp"
         source.write_text("int wheelops_probe(int x) { return x + 1; }\n")
         try:
-            subprocess.run(
-                [str(cxx), "-shared", "-fPIC", str(source), "-o", str(Path(tmp) / "probe.so")],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
+            probe = [str(cxx), "-shared", "-fPIC", str(source), "-o", str(Path(tmp) / "probe.so")]
+            subprocess.run(probe, capture_output=True, text=True, check=True)
         except OSError as err:
             raise ToolkitError(f"{cxx} does not run here ({err}); {advice}") from None
         except subprocess.CalledProcessError as err:
@@ -232,7 +248,9 @@ def provide(machine: str) -> CrossTarget:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.cross_target", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.plan.cross_target", description=__doc__
+    )
     parser.add_argument("machine", choices=sorted(TORCH))
     args = parser.parse_args(argv)
     try:

@@ -6,7 +6,7 @@ cpp_extension compiles with one toolkit per process and refuses a toolkit
 whose CUDA major differs from the build torch's, so the extra library is
 built here, with the flags cpp_extension gives the main one (flags.py and
 CPP_EXTENSION_NVCC_FLAGS), object files in parallel. For a cross-built platform
-(build_tools/cross_target.py) every CUDA library is built here: nvcc hands the host
+(build_tools/plan/cross_target.py) every CUDA library is built here: nvcc hands the host
 side to the cross compiler, and it links that platform's torch and CUDA runtime.
 """
 
@@ -20,12 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from build_tools import cublaslt, cutlass, flags, native_sources
-from build_tools.arch_list import ArchList
-from build_tools.cuda_toolkit import CudaToolkit
+from build_tools.compile import cublaslt, cutlass, flags, native_sources
+from build_tools.plan.arch_list import ArchList
+from build_tools.plan.cuda_toolkit import CudaToolkit
 
 if TYPE_CHECKING:
-    from build_tools.cross_target import CrossTarget
+    from build_tools.plan.cross_target import CrossTarget
 
 # What torch.utils.cpp_extension adds to every nvcc command (COMMON_NVCC_FLAGS), so that
 # both CUDA libraries compile alike.
@@ -64,19 +64,17 @@ def run_parallel(commands: Iterable[list[str]]) -> None:
 def link(cxx: str, objects: list[Path], output: Path, torch_lib: Path, extra: list[str]) -> None:
     """A shared library of `objects` on torch's core libraries (-z defs: nothing else)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    _run([
-        cxx, "-shared", *map(str, objects), "-o", str(output),
-        f"-L{torch_lib}", f"-Wl,-rpath-link,{torch_lib}", "-lc10", "-ltorch_cpu",
-        *flags.link_flags(), *extra,
-    ])  # fmt: skip
+    torch_core = [f"-L{torch_lib}", f"-Wl,-rpath-link,{torch_lib}", "-lc10", "-ltorch_cpu"]
+    files = [*map(str, objects), "-o", str(output)]
+    _run([cxx, "-shared", *files, *torch_core, *flags.link_flags(), *extra])
 
 
 def _nvcc_flags(cxx: str, toolkit: CudaToolkit, torch_includes: list[Path]) -> list[str]:
     """What every nvcc command of a library shares (its device code flags aside)."""
     lt = cublaslt.find(toolkit)
     includes = [native_sources.INCLUDE_DIR, *torch_includes, toolkit.include_dir, lt.include_dir]
-    return ["-ccbin", cxx, *[f"-I{p}" for p in includes], *CPP_EXTENSION_NVCC_FLAGS,
-            *flags.nvcc_flags()]  # fmt: skip
+    include_flags = [f"-I{p}" for p in includes]
+    return ["-ccbin", cxx, *include_flags, *CPP_EXTENSION_NVCC_FLAGS, *flags.nvcc_flags()]
 
 
 def sm90a_sources(archs: ArchList) -> list[Path]:
@@ -94,8 +92,8 @@ def sm90a_commands(
     if not sources:
         return []
     work.mkdir(parents=True, exist_ok=True)
-    compile_flags = [*_nvcc_flags(cxx, toolkit, torch_includes), f"-I{cutlass.include_dir()}",
-                     *flags.sm90a_code_flags(toolkit)]  # fmt: skip
+    shared = _nvcc_flags(cxx, toolkit, torch_includes)
+    compile_flags = [*shared, f"-I{cutlass.include_dir()}", *flags.sm90a_code_flags(toolkit)]
     objects = [work / f"{source.stem}.o" for source in sources]
     return [
         ([str(toolkit.nvcc), "-c", str(source), "-o", str(obj), *compile_flags], obj)
@@ -121,8 +119,8 @@ def _up_to_date(command: list[str], obj: Path) -> bool:
     stamp = obj.with_suffix(".cmd")
     if not (obj.is_file() and stamp.is_file() and stamp.read_text() == "\0".join(command)):
         return False
-    inputs = [*native_sources.CSRC.rglob("*.h"), *native_sources.CSRC.rglob("*.cuh"),
-              *native_sources.sm90a_sources()]  # fmt: skip
+    headers = [*native_sources.CSRC.rglob("*.h"), *native_sources.CSRC.rglob("*.cuh")]
+    inputs = [*headers, *native_sources.sm90a_sources()]
     return obj.stat().st_mtime > max(p.stat().st_mtime for p in inputs)
 
 
@@ -150,7 +148,7 @@ def build(
         if target.cublaslt_version(major) != lt.version:
             raise SystemExit(
                 f"wheelops build: the {target.machine} cuBLAS {target.cublaslt_version(major)} "
-                f"is not the toolkit's headers' {lt.version} (build_tools/cross_target.py)"
+                f"is not the toolkit's headers' {lt.version} (build_tools/plan/cross_target.py)"
             )
     work.mkdir(parents=True, exist_ok=True)
     sm90a = sm90a_commands(toolkit, archs, work, cxx, torch_includes)
@@ -161,13 +159,15 @@ def build(
     ]
     sources = native_sources.cuda_sources()
     objects = [work / f"{source.stem}.o" for source in sources]
-    run_parallel([
-        *(command for command, _ in sm90a),  # the longest first
-        *([str(toolkit.nvcc), "-c", str(source), "-o", str(obj), *compile_flags]
-          for source, obj in zip(sources, objects, strict=True)),
-    ])  # fmt: skip
-    link(cxx, [*objects, *(obj for _, obj in sm90a)], output, torch_lib, [
+    nvcc = str(toolkit.nvcc)
+    per_file = [
+        [nvcc, "-c", str(source), "-o", str(obj), *compile_flags]
+        for source, obj in zip(sources, objects, strict=True)
+    ]
+    run_parallel([*(command for command, _ in sm90a), *per_file])  # the longest first
+    cuda_libraries = [
         *flags.cuda_link_flags(cudart_dir, toolkit.cudart_soname),
         *flags.cublaslt_link_flags(cublaslt_dir, lt.soname),
-    ])  # fmt: skip
+    ]
+    link(cxx, [*objects, *(obj for _, obj in sm90a)], output, torch_lib, cuda_libraries)
     return output

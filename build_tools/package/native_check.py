@@ -1,12 +1,12 @@
 """Check a wheel's native libraries from their files, on any host (a cross-built wheel too).
 
-    python -m build_tools.native_check dist/repaired/universal-aarch64/wheelops-*.whl
+    python -m build_tools.package.native_check dist/repaired/universal-aarch64/wheelops-*.whl
 
 Every ELF file is built for the wheel's platform (its tag's machine); each library needs
 only what the user's torch wheel, NVIDIA's runtime wheels of its CUDA major and the
 manylinux system provide (NEEDED); each CUDA library holds exactly the SASS and PTX
 its build facts list (read with cuobjdump, which reads libraries of any host). The
-repair step runs it after auditwheel and abi3audit (build_tools/repair.py).
+repair step runs it after auditwheel and abi3audit (build_tools/package/repair.py).
 """
 
 from __future__ import annotations
@@ -30,9 +30,16 @@ TORCH_LIBRARIES = {"libc10.so", "libtorch_cpu.so"}
 CUDA_LIBRARIES = ("libcudart.so.{major}", "libcublasLt.so.{major}")
 # The manylinux system (glibc, the C++ runtime) of either platform.
 SYSTEM_LIBRARIES = {
-    "libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
-    "libstdc++.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
-}  # fmt: skip
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "libpthread.so.0",
+    "librt.so.1",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+}
 
 
 def _machine_of_tag(wheel: Path) -> str:
@@ -94,7 +101,9 @@ def problems(wheel: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.native_check", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.native_check", description=__doc__
+    )
     parser.add_argument("wheel", type=Path)
     args = parser.parse_args(argv)
     found = problems(args.wheel)

@@ -67,3 +67,26 @@ def size_table(path: Path) -> str:
             )
     rows.append(f"| {path.name} (the wheel) | | | {path.stat().st_size / 1e6:.2f} MB |")
     return "\n".join(rows)
+
+
+def built_problem(path: Path, label: str, platform: str, cuda_wanted: list[str]) -> str | None:
+    """What is wrong with a freshly built wheel, or None: it must be a cp310-abi3 wheel for
+    `platform` labelled +`label`, holding CUDA libraries of exactly `cuda_wanted`, in order."""
+    if f"+{label}-cp310-abi3-" not in path.name or not path.name.endswith(f"_{platform}.whl"):
+        return f"{path.name} is not a cp310-abi3 {platform} wheel labelled +{label}"
+    with zipfile.ZipFile(path) as archive:
+        facts = json.loads(archive.read(BUILD_INFO))
+    built = [lib["cuda_version"] for lib in facts["cuda_libraries"]]
+    if built != [cuda for cuda in cuda_wanted if cuda]:
+        return f"{path.name} holds CUDA libraries {built}, not {cuda_wanted}"
+    return None
+
+
+def libraries_said(path: Path) -> str:
+    """The CUDA libraries of a wheel in a few words: "CUDA 13.0 (9.0;10.0)", or CPU only."""
+    with zipfile.ZipFile(path) as archive:
+        facts = json.loads(archive.read(BUILD_INFO))
+    libraries = [
+        f"CUDA {lib['cuda_version']} ({lib['arch_list']})" for lib in facts["cuda_libraries"]
+    ]
+    return ", ".join(libraries) or "CPU only"

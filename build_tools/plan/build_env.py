@@ -1,6 +1,6 @@
 """Prepare the running Python to build a variant: its build torch and its exact CUDA toolkit.
 
-    python -m build_tools.build_env cu130     # nox -s build, and cibuildwheel's before-build
+    python -m build_tools.plan.build_env cu130     # nox -s build, and cibuildwheel's before-build
 
 cpu:      the CPU-only build torch (the CPU library builds against any torch >= the
           floor, and the CPU build is a fraction of the CUDA one's download).
@@ -20,8 +20,9 @@ import os
 import subprocess
 import sys
 
-from build_tools import cutlass, torch_install
-from build_tools import matrix as build_matrix
+from build_tools.compile import cutlass
+from build_tools.plan import matrix as build_matrix
+from build_tools.plan import torch_install
 
 # cublas: the headers and libcublasLt.so.13 fused_linear_gelu links (the cuBLAS torch's own
 # cuda-toolkit pin already installs, so nothing new is downloaded).
@@ -50,7 +51,7 @@ def refusal(variant: build_matrix.Variant, matrix: build_matrix.Matrix) -> str:
     return (
         f"{variant.name} needs the CUDA {variant.toolkit} toolkit, which comes only from its "
         "build image (the PyPI CUDA 12 wheels carry no nvcc driver). Build there:\n"
-        f"  docker build -f docker/Dockerfile $(python -m build_tools.matrix docker-args "
+        f"  docker build -f docker/Dockerfile $(python -m build_tools.plan.matrix docker-args "
         f"{variant.name}) -t {image} .\n"
         f"  docker run --rm -v $PWD:/src -w /src {image} nox -s build -- {variant.name}"
     )
@@ -67,7 +68,7 @@ def prepare(name: str) -> None:
             matrix.variant(n) for n in variant.parts if matrix.variant(n).toolkit_source == "pypi"
         )
         prepare(own.name)
-        from build_tools import cuda12_toolkit  # fetched now, so a failure shows up first
+        from build_tools.plan import cuda12_toolkit  # fetched now, so a failure shows up first
 
         for name in variant.parts:
             if matrix.variant(name).toolkit_source == "debian":
@@ -94,7 +95,7 @@ def prepare(name: str) -> None:
                 f"uses {variant.toolkit}: make them agree in wheelops/matrix.json"
             )
         _pip(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={variant.toolkit}")
-    if variant.toolkit:  # the sm_90a kernels' headers only (build_tools/cutlass.py): its
+    if variant.toolkit:  # the sm_90a kernels' headers only (build_tools/compile/cutlass.py): its
         _pip("--no-deps", cutlass.REQUIREMENT)  # Python side's needs would change the build's
     print(
         f"build environment for {variant.name}: torch {version} (CUDA {cuda}), toolkit "
@@ -105,7 +106,9 @@ def prepare(name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.build_env", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.plan.build_env", description=__doc__
+    )
     parser.add_argument("variant", nargs="?", default=os.environ.get("WHEELOPS_VARIANT"))
     args = parser.parse_args(argv)
     if not args.variant:

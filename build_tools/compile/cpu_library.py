@@ -1,7 +1,7 @@
 """Compile and link the CPU library for a cross-built platform, outside setuptools.
 
 setuptools and torch.utils.cpp_extension compile for the machine they run on; for a
-platform the universal wheel is cross-built for (build_tools/cross_target.py) the CPU
+platform the universal wheel is cross-built for (build_tools/plan/cross_target.py) the CPU
 library is built here, with the flags they give it natively (flags.cxx_flags,
 flags.link_flags) and the defines torch's BuildExtension adds, against that platform's
 torch headers and core libraries.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from build_tools import cuda_library, flags, native_sources
-from build_tools.cross_target import CrossTarget
+from build_tools.compile import cuda_library, flags, native_sources
+from build_tools.plan.cross_target import CrossTarget
 
 # What torch's BuildExtension adds to a py_limited_api extension's compile commands.
 CPP_EXTENSION_DEFINES = [

@@ -4,7 +4,7 @@ apt-get runs with a private state folder (its own sources list for Debian bookwo
 own package lists, cache and an empty dpkg status), so the machine's apt setup is neither
 read nor changed, and nothing is installed: the .deb files are downloaded (apt checks
 each against Debian's signed indexes) and the callers unpack them in Python
-(build_tools/cuda12_toolkit.py's deb_data).
+(build_tools/plan/cuda12_toolkit.py's deb_data).
 """
 
 from __future__ import annotations
@@ -14,13 +14,23 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from build_tools.cuda12_toolkit import cache_dir
-from build_tools.cuda_toolkit import ToolkitError
+from build_tools.plan.cuda12_toolkit import cache_dir
+from build_tools.plan.cuda_toolkit import ToolkitError
 
 DEBIAN_SOURCES = (
     "http://deb.debian.org/debian bookworm main",
     "http://deb.debian.org/debian bookworm-updates main",
     "http://deb.debian.org/debian-security bookworm-security main",
+)
+# apt-cache depends --recurse: the packages a package needs to run, nothing it merely suggests.
+DEPENDS_ONLY = (
+    "--recurse",
+    "--no-recommends",
+    "--no-suggests",
+    "--no-conflicts",
+    "--no-breaks",
+    "--no-replaces",
+    "--no-enhances",
 )
 
 
@@ -32,12 +42,17 @@ def apt(machine_arch: str, state: Path, *args: str, cwd: Path | None = None) -> 
     sources = state / "sources.list"
     sources.write_text("".join(f"deb [arch={machine_arch}] {s}\n" for s in DEBIAN_SOURCES))
     options = [
-        f"-oAPT::Architecture={machine_arch}", f"-oAPT::Architectures::={machine_arch}",
-        f"-oDir::State::Lists={state / 'lists'}", f"-oDir::State::status={state / 'status'}",
-        f"-oDir::Cache={state / 'cache'}", f"-oDir::Etc::SourceList={sources}",
-        f"-oDir::Etc::SourceParts={state / 'sources.list.d'}", "-oAPT::Sandbox::User=root",
-        "-oDebug::NoLocking=1", "-q",
-    ]  # fmt: skip
+        f"-oAPT::Architecture={machine_arch}",
+        f"-oAPT::Architectures::={machine_arch}",
+        f"-oDir::State::Lists={state / 'lists'}",
+        f"-oDir::State::status={state / 'status'}",
+        f"-oDir::Cache={state / 'cache'}",
+        f"-oDir::Etc::SourceList={sources}",
+        f"-oDir::Etc::SourceParts={state / 'sources.list.d'}",
+        "-oAPT::Sandbox::User=root",
+        "-oDebug::NoLocking=1",
+        "-q",
+    ]
     tool, *rest = args
     done = subprocess.run([tool, *options, *rest], capture_output=True, text=True, cwd=cwd)
     if done.returncode != 0:
@@ -59,9 +74,10 @@ def fetch(
     if shutil.which("apt-get") is None:
         raise ToolkitError("the emulated runs fetch Debian packages with apt-get: none here")
     apt(machine_arch, state, "apt-get", "update")
-    depends = apt(machine_arch, state, "apt-cache", "depends", "--recurse", "--no-recommends",
-                   "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces",
-                   "--no-enhances", *roots) if closure else "\n".join(roots)  # fmt: skip
+    if closure:
+        depends = apt(machine_arch, state, "apt-cache", "depends", *DEPENDS_ONLY, *roots)
+    else:
+        depends = "\n".join(roots)
     names = sorted(
         {line.strip() for line in depends.splitlines() if line and not line.startswith(" ")}
         - set(skip)

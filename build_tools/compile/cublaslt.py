@@ -2,10 +2,10 @@
 
 Each CUDA library of wheelops links its own major's cuBLASLt (libcublasLt.so.12 or
 .so.13), the one PyTorch's CUDA wheels install (nvidia-cublas-cu12 / nvidia-cublas) and
-load before wheelops; the wheel never carries it (build_tools/repair.py excludes it).
+load before wheelops; the wheel never carries it (build_tools/package/repair.py excludes it).
 The headers and the library to link against come with the toolkit the library is built
 with: the PyPI CUDA 13 toolkit (`cuda-toolkit[...,cublas]`, the cuBLAS that torch's own
-pin brings), the assembled CUDA 12.4 toolkit (build_tools/cuda12_toolkit.py adds the
+pin brings), the assembled CUDA 12.4 toolkit (build_tools/plan/cuda12_toolkit.py adds the
 pinned nvidia-cublas-cu12 wheel) or CUDA_HOME. The version read from its headers is a
 build fact (CudaLibraryInfo.cublaslt_version).
 """
@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools.cuda_toolkit import CudaToolkit, ToolkitError
+from build_tools.plan.cuda_toolkit import CudaToolkit, ToolkitError
 
 LIBRARY_DIRS = ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib")
 PIP_HINT = {
-    "12": "nvidia-cublas-cu12 (build_tools/cuda12_toolkit.py pins it for the universal wheel)",
+    "12": "nvidia-cublas-cu12 (build_tools/plan/cuda12_toolkit.py pins it for the universal wheel)",
     "13": 'cuda-toolkit[cublas] (pip install "cuda-toolkit[cublas]==<the toolkit release>")',
 }
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from build_tools import ROOT
+
 CSRC = ROOT / "csrc"
 INCLUDE_DIR = CSRC / "include"
 # The optional autograd accelerator: built per torch version, outside the stable ABI.

@@ -12,8 +12,8 @@ is a CUDA build, and then requires the matched toolkit; =1 requires CUDA;
 
 WHEELOPS_TARGET_PLATFORM (set by `nox -s build -- universal --platform aarch64`) names
 a platform the universal variant cross-builds for (its "cross" entry in the matrix): all
-its libraries are then built by build_tools/cpu_library.py and cuda_library.py with
-that platform's compiler, torch and CUDA runtime (build_tools/cross_target.py).
+its libraries are then built by build_tools/compile/cpu_library.py and cuda_library.py with
+that platform's compiler, torch and CUDA runtime (build_tools/plan/cross_target.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from build_tools import matrix
-from build_tools.arch_list import ArchList, arch_list_for
-from build_tools.cross_target import CrossTarget
-from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, find_toolkit
+from build_tools.plan import matrix
+from build_tools.plan.arch_list import ArchList, arch_list_for
+from build_tools.plan.cross_target import CrossTarget
+from build_tools.plan.cuda_toolkit import CudaToolkit, ToolkitError, find_toolkit
 
 TARGET_PLATFORM_ENV = "WHEELOPS_TARGET_PLATFORM"
 
@@ -35,7 +35,7 @@ class BuildPlan:
     toolkit: CudaToolkit | None  # the build torch's CUDA: built by setuptools
     archs: ArchList | None
     variant: str | None = None  # WHEELOPS_VARIANT
-    # CUDA libraries of other majors (universal): built by build_tools/cuda_library.py
+    # CUDA libraries of other majors (universal): built by build_tools/compile/cuda_library.py
     other_cuda: tuple[tuple[CudaToolkit, ArchList], ...] = ()
     # A cross build: every library is built outside setuptools, for this platform.
     target: CrossTarget | None = None
@@ -65,7 +65,7 @@ def plan_build() -> BuildPlan:
             raise SystemExit(
                 f"WHEELOPS_VARIANT={variant.name} builds with CUDA {variant.cuda}, but the build "
                 f"torch {torch.__version__} is built for CUDA {torch_cuda}: prepare the "
-                f"environment with `python -m build_tools.build_env {variant.name}`"
+                f"environment with `python -m build_tools.plan.build_env {variant.name}`"
             )
         mode = "1" if variant.cuda else "0"
     if mode == "0" or (mode == "auto" and torch_cuda is None):
@@ -94,9 +94,10 @@ def _universal_plan(
         raise SystemExit(
             f"WHEELOPS_VARIANT={variant.name} builds its {', '.join(variant.parts)} libraries "
             f"with a build torch of one of their CUDA releases; torch {torch_version} has "
-            f"CUDA {torch_cuda}: prepare it with `python -m build_tools.build_env {variant.name}`"
+            f"CUDA {torch_cuda}: prepare it with "
+            f"`python -m build_tools.plan.build_env {variant.name}`"
         )
-    from build_tools import cuda12_toolkit
+    from build_tools.plan import cuda12_toolkit
 
     try:
         others = []
@@ -115,7 +116,7 @@ def _universal_plan(
 
 def _cross_plan(variant: matrix.Variant, platform: str, torch_version: str) -> BuildPlan:
     """Every part's CUDA library with its own toolkit and this platform's arch list."""
-    from build_tools import cross_target, cuda12_toolkit
+    from build_tools.plan import cross_target, cuda12_toolkit
 
     model = matrix.load()
     try:
@@ -133,7 +134,7 @@ def _cross_plan(variant: matrix.Variant, platform: str, torch_version: str) -> B
     if target.torch_version != torch_version.split("+")[0]:
         raise SystemExit(
             f"wheelops build: the {platform} torch is {target.torch_version}, the build torch "
-            f"{torch_version}: make build_tools/cross_target.py pin the matrix's build torch"
+            f"{torch_version}: make build_tools/plan/cross_target.py pin the matrix's build torch"
         )
     return BuildPlan(torch_version, None, None, variant.name, tuple(libraries), target)
 

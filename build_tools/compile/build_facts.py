@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools import cublaslt
-from build_tools.arch_list import ArchList
+from build_tools import ROOT
 from build_tools.compat import facts as _facts
 from build_tools.compat import record as _record
-from build_tools.cuda_toolkit import CudaToolkit
-from build_tools.flags import PYTHON_FLOOR, STABLE_ABI_FLOOR
+from build_tools.compile import cublaslt
+from build_tools.compile.flags import PYTHON_FLOOR, STABLE_ABI_FLOOR
+from build_tools.plan.arch_list import ArchList
+from build_tools.plan.cuda_toolkit import CudaToolkit
 
-ROOT = Path(__file__).resolve().parent.parent
 BUILD_INFO_FILE = _facts.BUILD_INFO_FILE
 
 

@@ -1,6 +1,6 @@
 """A PEP 503 simple index laid out like PyTorch's, generated from the wheels alone.
 
-    python -m build_tools.index dist/repaired --out site
+    python -m build_tools.package.index dist/repaired --out site
 
 Each wheel goes to whl/<variant>/ where <variant> is its local version label
 (wheelops-0.1.0+cu130-... -> whl/cu130/); a wheel without one (the PyPI upload)
@@ -19,14 +19,20 @@ static file server (GitHub Pages, `python -m http.server`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import html
 import shutil
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
-from build_tools.wheel_files import WheelFile, parse
+from build_tools.package.wheel_files import WheelFile, parse
 
 PAGE = """<!DOCTYPE html>
 <html>
@@ -108,8 +114,45 @@ def generate(wheels: list[WheelFile], out: Path) -> dict[str, list[str]]:
     return listing
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def serving(site: Path) -> Iterator[str]:
+    """`site` served on loopback while the block runs: yields the root URL of its whl/."""
+    port = _free_port()
+    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    server = subprocess.Popen(
+        [*command, "--directory", str(site)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/whl"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.index", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.index", description=__doc__
+    )
     parser.add_argument("sources", nargs="+", type=Path, help="wheel files or folders")
     parser.add_argument("--out", type=Path, default=Path("site"))
     args = parser.parse_args(argv)

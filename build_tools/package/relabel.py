@@ -1,7 +1,8 @@
 """Copy a wheel under another version label: without one, for the PyPI upload; or cut
 down from the universal wheel to one variant (slim).
 
-    python -m build_tools.relabel dist/repaired/universal/wheelops-0.1.0+universal-*.whl dist/pypi
+    python -m build_tools.package.relabel \
+        dist/repaired/universal/wheelops-0.1.0+universal-*.whl dist/pypi
 
 PyPI refuses local labels, and PyPI's wheel should be the very binary the index serves:
 only the version in the file name, the .dist-info folder, METADATA, the SBOM and RECORD
@@ -19,9 +20,9 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from build_tools import sbom
-from build_tools.matrix import Variant
-from build_tools.wheel_files import parse
+from build_tools.package import sbom
+from build_tools.package.wheel_files import parse
+from build_tools.plan.matrix import Variant
 
 
 def _record_hash(data: bytes) -> str:
@@ -108,7 +109,9 @@ def _rewrite(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.relabel", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m build_tools.package.relabel", description=__doc__
+    )
     parser.add_argument("wheel", type=Path)
     parser.add_argument("dest", type=Path)
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """The wheel's version: wheelops/_version.py plus the variant as a local label.
 
 `0.1.0+cu130` on the per-variant indexes, as PyTorch does; plain `0.1.0` for
-the PyPI upload (`build_tools/relabel.py` strips the label from a built wheel,
+the PyPI upload (`build_tools/package/relabel.py` strips the label from a built wheel,
 so PyPI gets the very same binary). The label is WHEELOPS_VARIANT, set by the
 nox build and by cibuildwheel.
 """
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
-VERSION_FILE = Path(__file__).resolve().parent.parent / "wheelops" / "_version.py"
+from build_tools import ROOT
+
+VERSION_FILE = ROOT / "wheelops" / "_version.py"
 _LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
 
 

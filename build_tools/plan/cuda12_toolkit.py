@@ -5,7 +5,7 @@ must not use whatever nvcc a machine has. Debian's archive (suite trixie,
 non-free and main) packages NVIDIA's 12.4.1 binaries; with the runtime and
 crt headers from PyPI that is a complete compiler for the CUDA 12 library:
 
-    python -m build_tools.cuda12_toolkit     # fetch (once), assemble, print its root
+    python -m build_tools.plan.cuda12_toolkit     # fetch (once), assemble, print its root
 
 Every file is pinned by exact version and sha256 and fetched only when the
 universal build asks; the assembled root is cached (WHEELOPS_TOOLKIT_CACHE,
@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools.cuda_toolkit import CudaToolkit, ToolkitError, nvcc_version
+from build_tools.plan.cuda_toolkit import CudaToolkit, ToolkitError, nvcc_version
 
 RELEASE = "12.4"
 DEBIAN_ARCHIVE = os.environ.get("WHEELOPS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -50,35 +50,70 @@ class Pinned:
 
 # From trixie's Packages indexes (main, non-free; amd64).
 DEBS = (
-    Pinned("nvidia-cuda-toolkit", "12.4.131~12.4.1-2",
-           "pool/non-free/n/nvidia-cuda-toolkit/nvidia-cuda-toolkit_12.4.131~12.4.1-2_amd64.deb",
-           "cd5fe85aee38d108b315f408a688641478f2402622a10c677478eb7a6c4e5319", 87240108),
-    Pinned("libcudart12", "12.4.127~12.4.1-2",
-           "pool/non-free/n/nvidia-cuda-toolkit/libcudart12_12.4.127~12.4.1-2_amd64.deb",
-           "361b3721cf84bf068e111ff013c819de61cb475268b0d38db99839471f1b4130", 176216),
+    Pinned(
+        "nvidia-cuda-toolkit",
+        "12.4.131~12.4.1-2",
+        "pool/non-free/n/nvidia-cuda-toolkit/nvidia-cuda-toolkit_12.4.131~12.4.1-2_amd64.deb",
+        "cd5fe85aee38d108b315f408a688641478f2402622a10c677478eb7a6c4e5319",
+        87240108,
+    ),
+    Pinned(
+        "libcudart12",
+        "12.4.127~12.4.1-2",
+        "pool/non-free/n/nvidia-cuda-toolkit/libcudart12_12.4.127~12.4.1-2_amd64.deb",
+        "361b3721cf84bf068e111ff013c819de61cb475268b0d38db99839471f1b4130",
+        176216,
+    ),
     # torch's headeronly/util/complex.h includes thrust.
-    Pinned("libcu++-dev", "2.3.2-2", "pool/main/c/cccl/libcu++-dev_2.3.2-2_all.deb",
-           "30e911c1909265591b5ea793df0e49e56bed631238b68b3e75c97590c4985686", 765284),
-    Pinned("libcub-dev", "2.3.2-2", "pool/main/c/cccl/libcub-dev_2.3.2-2_all.deb",
-           "4a7e7c24ef2994140e47dba59507db60e281f968f17c18cf1cadc9c27c17c26b", 290612),
-    Pinned("libthrust-dev", "2.3.2-2", "pool/main/c/cccl/libthrust-dev_2.3.2-2_all.deb",
-           "61fe44b65834efad9b079452ebec7396d4b37712d251421f4218b3bc652a3147", 419852),
-)  # fmt: skip
+    Pinned(
+        "libcu++-dev",
+        "2.3.2-2",
+        "pool/main/c/cccl/libcu++-dev_2.3.2-2_all.deb",
+        "30e911c1909265591b5ea793df0e49e56bed631238b68b3e75c97590c4985686",
+        765284,
+    ),
+    Pinned(
+        "libcub-dev",
+        "2.3.2-2",
+        "pool/main/c/cccl/libcub-dev_2.3.2-2_all.deb",
+        "4a7e7c24ef2994140e47dba59507db60e281f968f17c18cf1cadc9c27c17c26b",
+        290612,
+    ),
+    Pinned(
+        "libthrust-dev",
+        "2.3.2-2",
+        "pool/main/c/cccl/libthrust-dev_2.3.2-2_all.deb",
+        "61fe44b65834efad9b079452ebec7396d4b37712d251421f4218b3bc652a3147",
+        419852,
+    ),
+)
 # The runtime headers (include/) and nvcc's crt headers (include/crt), from PyPI; and
 # cuBLAS 12.4 (headers, libcublasLt.so.12 to link: fused_linear_gelu's GEMMs), the oldest
 # CUDA 12 cuBLAS this library asks of torch's (12.6 and newer in every CUDA 12 torch wheelops
 # supports), never shipped in the wheel.
 WHEELS = (
-    Pinned("nvidia-cuda-runtime-cu12", "12.4.127",
-           "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_x86_64.whl",
-           "64403288fa2136ee8e467cdc9c9427e0434110899d07c779f25b5c068934faa5", 883737),
-    Pinned("nvidia-cuda-nvcc-cu12", "12.4.131",
-           "nvidia_cuda_nvcc_cu12-12.4.131-py3-none-manylinux2014_x86_64.whl",
-           "e4c9a35435c3b0e36c6397c5696334c9ea6650e524736cbd1c5d345ea099bb04", 22265199),
-    Pinned("nvidia-cublas-cu12", "12.4.5.8",
-           "nvidia_cublas_cu12-12.4.5.8-py3-none-manylinux2014_x86_64.whl",
-           "2fc8da60df463fdefa81e323eef2e36489e1c94335b5358bcb38360adf75ac9b", 363438805),
-)  # fmt: skip
+    Pinned(
+        "nvidia-cuda-runtime-cu12",
+        "12.4.127",
+        "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_x86_64.whl",
+        "64403288fa2136ee8e467cdc9c9427e0434110899d07c779f25b5c068934faa5",
+        883737,
+    ),
+    Pinned(
+        "nvidia-cuda-nvcc-cu12",
+        "12.4.131",
+        "nvidia_cuda_nvcc_cu12-12.4.131-py3-none-manylinux2014_x86_64.whl",
+        "e4c9a35435c3b0e36c6397c5696334c9ea6650e524736cbd1c5d345ea099bb04",
+        22265199,
+    ),
+    Pinned(
+        "nvidia-cublas-cu12",
+        "12.4.5.8",
+        "nvidia_cublas_cu12-12.4.5.8-py3-none-manylinux2014_x86_64.whl",
+        "2fc8da60df463fdefa81e323eef2e36489e1c94335b5358bcb38360adf75ac9b",
+        363438805,
+    ),
+)
 TOOLS = ("nvcc", "ptxas", "fatbinary", "cudafe++", "nvlink", "cuobjdump", "nvprune", "bin2c")
 # nvcc finds its parts relative to its own folder (Debian's profile uses /usr paths).
 PROFILE = """\
@@ -140,12 +175,13 @@ def fetch_wheels(
     requirements.write_text(
         "".join(f"{pin.name}=={pin.version} --hash=sha256:{pin.sha256}\n" for pin in pins)
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         *[f"--platform={name}" for name in platforms], f"--python-version={python_version}",
-         "--require-hashes", "-r", str(requirements), "-d", str(downloads)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    download = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    wheels_for = [
+        *[f"--platform={name}" for name in platforms],
+        f"--python-version={python_version}",
+    ]
+    pinned = ["--require-hashes", "-r", str(requirements), "-d", str(downloads)]
+    done = subprocess.run([*download, *wheels_for, *pinned], capture_output=True, text=True)
     if done.returncode != 0:
         names = ", ".join(f"{pin.name}=={pin.version}" for pin in pins)
         raise ToolkitError(
@@ -236,7 +272,7 @@ def provide() -> CudaToolkit:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m build_tools.cuda12_toolkit", description=__doc__
+        prog="python -m build_tools.plan.cuda12_toolkit", description=__doc__
     )
     parser.parse_args(argv)
     try:

@@ -4,7 +4,7 @@ printed by the guard itself.
 Each row is a recorded situation (build facts, this process, library files,
 the loader's own words, GPUs) passed through the policy's `evaluate`; the
 table shows the finding exactly as the guard prints it, with its fix commands.
-So the docs cannot say what the guard does not. `python -m build_tools.readme`
+So the docs cannot say what the guard does not. `python -m build_tools.docs.readme`
 writes them.
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from build_tools import matrix
 from build_tools.compat import dlerror, facts, policy, probes, record, torch_internals
+from build_tools.plan import matrix
 
 SITE = "/venv/lib/python3.12/site-packages/wheelops"
 CPU_FILE = f"{SITE}/_ops_cpu.abi3.so"

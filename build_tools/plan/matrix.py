@@ -1,9 +1,9 @@
 """The build matrix (wheelops/matrix.json) for nox, the Docker images and GitHub Actions.
 
-    python -m build_tools.matrix github        # build= / test= lines for $GITHUB_OUTPUT
-    python -m build_tools.matrix docker-args cu126 x86_64
-    python -m build_tools.matrix image cu126 x86_64
-    python -m build_tools.matrix pypi-variant  # universal
+    python -m build_tools.plan.matrix github        # build= / test= lines for $GITHUB_OUTPUT
+    python -m build_tools.plan.matrix docker-args cu126 x86_64
+    python -m build_tools.plan.matrix image cu126 x86_64
+    python -m build_tools.plan.matrix pypi-variant  # universal
 
 The model is wheelops/_compat/matrix.py's, extended here with what only the build and
 CI read (toolkits, compilers, images, platforms, torch releases), over the same data
@@ -38,10 +38,10 @@ class Variant(_model.Variant):
     smoke_torch: str | None  # the one torch a quick run tests against
     platforms: tuple[str, ...]
     # torch releases a quick run tests (none: smoke_torch); "newest": PyPI's newest, resolved
-    # when the run starts (build_tools/torch_install.py)
+    # when the run starts (build_tools/plan/torch_install.py)
     quick_torch: tuple[str, ...] = ()
-    # Platforms built on x86_64 by cross-compilation (build_tools/cross_target.py) and run
-    # here under emulation (build_tools/emulation.py): each with its parts' arch lists
+    # Platforms built on x86_64 by cross-compilation (build_tools/plan/cross_target.py) and run
+    # here under emulation (build_tools/package/emulation.py): each with its parts' arch lists
     # there and the torch releases its CPU path is tested with, emulated:
     # {"aarch64": {"arch_lists": {"cu130": "8.0;...+PTX"}, "torch": ["2.10.0", ...]}}
     cross: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
@@ -169,15 +169,25 @@ def has_cuda(v: Variant) -> bool:
 
 
 # What a cell under a CPU-only torch runs in a --quick run that has a CUDA-carrying row
-# (noxfile._tests_of_cell; the README's matrix table says so): what differs by wheel and by
-# torch build: packaging, build facts, which library loads, the guard, the doctor, damage,
-# the printed fixes, the hook that defers the ops' registration (it leans on how torch's
-# op namespace resolves names); and one op.
+# (build_tools/run/rows.py tests_of_cell; the README's matrix table says so): what differs
+# by wheel and by torch build: packaging, build facts, which library loads, the guard, the
+# doctor, damage, the printed fixes, the hook that defers the ops' registration (it leans on
+# how torch's op namespace resolves names); and one op.
 WHEEL_TESTS = tuple(
     f"tests/test_{name}.py"
-    for name in ("build", "distribution", "sbom", "policy", "guard_loading", "doctor_reports",
-                 "damaged_install", "fixes_cure", "first_lookup", "add")
-)  # fmt: skip
+    for name in (
+        "build",
+        "distribution",
+        "sbom",
+        "policy",
+        "guard_loading",
+        "doctor_reports",
+        "damaged_install",
+        "fixes_cure",
+        "first_lookup",
+        "add",
+    )
+)
 WHEEL_TESTS_SAID = "the loading, guard, doctor, damage, fix and first-lookup tests, one op"
 
 
@@ -244,7 +254,7 @@ def github_matrices(matrix: Matrix) -> dict[str, list[dict[str, str]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m build_tools.matrix", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m build_tools.plan.matrix", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("github", help="job matrices as name=<json> lines for $GITHUB_OUTPUT")
     sub.add_parser("pypi-variant", help="the variant whose wheels PyPI gets, unlabelled")

@@ -1,0 +1,1 @@
+"""Built wheels into checked artifacts: repair, relabel, native checks, SBOM, index, emulation."""
