@@ -11,7 +11,7 @@ which read fields whose offsets every CPython shares). It is loaded only where
 uses is the same in the CPU and CUDA builds of one version); any failure to load it
 leaves the stable-ABI layer serving. ``WHEELOPS_ACCEL=0`` turns it off;
 ``WHEELOPS_ACCEL_LIBRARY=PATH`` loads a build from elsewhere (python -m
-build_tools.accelerator makes one), under the same checks. ``state()`` says which it is.
+build_tools.compile.accelerator makes one), under the same checks. ``state()`` says which it is.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ version, of which only torch/include/ is read, with HTTP range requests (a few M
 libtorch_python.so, all loaded by `import torch` before wheelops loads it) through stubs
 that carry only their sonames: it binds to the running torch's own copies.
 
-    python -m build_tools.accelerator --out DIR [--torch 2.11.0 ...]
+    python -m build_tools.compile.accelerator --out DIR [--torch 2.11.0 ...]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from build_tools import native_sources
+from build_tools.compile import native_sources
 
 PYPI_JSON = os.environ.get("WHEELOPS_TORCH_JSON_URL", "https://pypi.org/pypi")
 # The libraries the accelerator calls into, named by soname only (see the docstring).
@@ -203,7 +203,7 @@ def build_all(package: Path, torch_versions: list[str], platform: str = "x86_64"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m build_tools.accelerator", description=__doc__.split("\n")[0]
+        prog="python -m build_tools.compile.accelerator", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--out", type=Path, required=True, help="the package directory")
     parser.add_argument("--torch", action="append", required=True, help="a torch version")
