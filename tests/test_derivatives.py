@@ -17,6 +17,7 @@ from opspecs._spec import Derivatives, OpSpec, Sample
 from torch.autograd import gradcheck, gradgradcheck
 
 import wheelops
+from wheelops.ops import _autograd
 
 SHAPE = (3, 6)
 
@@ -176,3 +177,71 @@ def test_raw_backward_ops_under_autograd(device: str) -> None:
         else:
             with pytest.raises(NotImplementedError, match=f"^wheelops.{name} does not support"):
                 first.sum().backward()
+
+
+def _raw_forward_calls(device: str) -> list[tuple[str, str, tuple]]:
+    """(public function, raw op, float64 arguments): every differentiable op's native
+    forward, and lltm's gate op (each test of them asks opspecs.ALL's names)."""
+
+    seeds = iter(range(300, 400))
+
+    def t(*shape: int) -> torch.Tensor:
+        return randn(shape, torch.float64, device, next(seeds))
+
+    calls = {
+        "add": ("add", (t(3, 6), t(3, 6))),
+        "bias_gelu": ("bias_gelu", (t(3, 6), t(6), "tanh")),
+        "fused_linear_gelu": ("fused_linear_gelu", (t(3, 6), t(4, 6), t(4))),
+        "layer_norm": ("layer_norm", (t(3, 6), t(6), t(6), 1e-5)),
+        "lltm": ("lltm_gates", (t(3, 15), t(3, 5))),
+        "relu_scale": ("relu_scale", (t(3, 6), 1.5)),
+        "rms_norm": ("rms_norm", (t(3, 6), t(6), 1e-6)),
+        "silu_and_mul": ("silu_and_mul", (t(3, 6),)),
+        "softmax": ("softmax", (t(3, 6), 0)),
+    }
+    assert set(calls) == {spec.name for spec in opspecs.ALL if spec.differentiable}
+    return [(public, op, args) for public, (op, args) in calls.items()]
+
+
+def _raw_tangent(op: str, args: tuple, api: str) -> torch.Tensor | None:
+    """The raw op's first output's tangent by `api` (torch.func.jvp or forward_ad), for
+    tangents on its tensors, none of which requires grad (issue 42's case)."""
+    overload = getattr(torch.ops.wheelops, op).default
+    at = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    primals = tuple(args[i] for i in at)
+    tangents = _tangents(primals, seed=200)
+
+    def call(*tensors: torch.Tensor) -> torch.Tensor:
+        full = list(args)
+        for i, t in zip(at, tensors, strict=True):
+            full[i] = t
+        return outputs(overload(*full))[0]
+
+    if api == "jvp":
+        return torch.func.jvp(call, primals, tangents)[1]
+    with fwAD.dual_level():
+        return fwAD.unpack_dual(call(*map(fwAD.make_dual, primals, tangents))).tangent
+
+
+@pytest.mark.parametrize("api", ["jvp", "forward_ad"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_raw_ops_under_forward_mode_serve_or_refuse(device: str, api: str) -> None:
+    # A raw torch.ops.wheelops call given a tangent: on the public autograd layer (the
+    # derivative suite's second run, test_autograd_layers) it refuses, naming the function
+    # that serves forward mode, where it gave a zero tangent in silence (issue 42 item 6);
+    # on the fast layer it serves the tangent, that of float64 numerical differences.
+    for public, op, args in _raw_forward_calls(device):
+        if _autograd.PUBLIC:
+            message = (
+                rf"^torch\.ops\.wheelops\.{op} was given a forward-mode AD tangent .*: call "
+                rf"wheelops\.{public}, which supports forward mode$"
+            )
+            with pytest.raises(RuntimeError, match=message):
+                _raw_tangent(op, args, api)
+            continue
+        tangent = _raw_tangent(op, args, api)
+        assert tangent is not None and tangent.abs().max() > 0, op
+        overload = getattr(torch.ops.wheelops, op).default
+        leaves = tuple(_leaf(a) for a in args)
+        first = lambda *a, o=overload: outputs(o(*a))[0]  # noqa: E731
+        assert gradcheck(first, leaves, check_forward_ad=True, check_backward_ad=False), op
