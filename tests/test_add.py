@@ -3,17 +3,15 @@ from __future__ import annotations
 import _example_log
 import pytest
 import torch
+from _elementwise_bounds import assert_add_close
 from _helpers import (
     DEVICES,
     DTYPES,
     SHAPES,
-    assert_close_to_eager,
-    assert_matches_reference,
     randn,
     strided_variants,
 )
 from _property_checks import (
-    assert_close_to_float64,
     assert_rejected,
     assert_result_layout,
     elementwise_draws,
@@ -38,13 +36,12 @@ import wheelops
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_matches_float64_and_eager(shape, dtype, device):
+def test_matches_float64(shape, dtype, device):
     a, b = randn(shape, dtype, device, 1), randn(shape, dtype, device, 2)
     out = wheelops.add(a, b)
     assert out.shape == a.shape and out.dtype == dtype and out.device == a.device
     assert out.is_contiguous()
-    assert_matches_reference(out, reference(a, b))
-    assert_close_to_eager(out, a + b)
+    assert_add_close(out, reference(a, b))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -53,10 +50,10 @@ def test_non_contiguous_inputs(dtype, device):
     a, b = randn((37, 24), dtype, device, 1), randn((37, 24), dtype, device, 2)
     expected = reference(a, b)
     for view in strided_variants(a).values():
-        assert_matches_reference(wheelops.add(view, b), expected)
-        assert_matches_reference(wheelops.add(b, view), expected)
+        assert_add_close(wheelops.add(view, b), expected)
+        assert_add_close(wheelops.add(b, view), expected)
     row = randn((24,), dtype, device, 3)
-    assert_matches_reference(wheelops.add(row.expand(37, 24), b), reference(row, b))
+    assert_add_close(wheelops.add(row.expand(37, 24), b), reference(row, b))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -122,7 +119,7 @@ def test_property_add(device: str, data: st.DataObject) -> None:
 
     out = wheelops.add(a, b)
     assert_result_layout(out, shape, dtype)
-    assert_close_to_float64(out, reference(a, b), equal_nan=True)
+    assert_add_close(out, reference(a, b), equal_nan=True)
     grad = randn(shape, dtype, device, seed + 2)
     grad_a, grad_b = torch.autograd.grad(out, (a, b), grad)
     assert torch.equal(grad_a, grad) and torch.equal(grad_b, grad)
