@@ -1,5 +1,5 @@
 """What the property tests (hypothesis) share: the float64 reference saturated as a
-result rounded to its dtype must be (the bounds are the ops' own: tests/_elementwise_bounds.py),
+result rounded to its dtype must be (the ops' bounds are their own: tests/_elementwise_bounds.py),
 the checks of a result's layout and of a refusal, and the draws every elementwise test
 starts with. Used by each op's property
 tests (in tests/test_<op>.py; the norms' in tests/test_properties.py)."""

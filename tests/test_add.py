@@ -3,7 +3,11 @@ from __future__ import annotations
 import _example_log
 import pytest
 import torch
-from _elementwise_bounds import assert_add_close
+from _elementwise_bounds import (
+    assert_bound_is_sound_and_tight,
+    assert_within_roundings,
+    compute_error,
+)
 from _helpers import (
     DEVICES,
     DTYPES,
@@ -31,6 +35,22 @@ from hypothesis import strategies as st
 from opspecs.add import reference
 
 import wheelops
+
+
+def assert_add_close(out: torch.Tensor, expected: torch.Tensor, equal_nan: bool = False) -> None:
+    # a + b in float32 (float64): one rounding of the sum (k = 1, T = |a + b|), then the dtype's
+    error = compute_error(1, expected, out.dtype)
+    assert_within_roundings(out, expected, error, "add", equal_nan)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bound_passes_the_correctly_rounded_sum_and_fails_a_systematic_error(dtype):
+    # At the largest shape its tests use on the GPU (4096 x 4096 as the benchmark's; an
+    # elementwise bound does not grow with the size).
+    a, b = randn((4096, 4096), dtype, "cpu", 1), randn((4096, 4096), dtype, "cpu", 2)
+    expected = reference(a, b)
+    assert_add_close(wheelops.add(a, b), expected)
+    assert_bound_is_sound_and_tight(lambda got: assert_add_close(got, expected), expected, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -4,12 +4,13 @@ import _example_log
 import pytest
 import torch
 import torch.nn.functional as F
-from _bias_gelu_bounds import assert_grad_bias_close, gelu_term_roundings
-from _elementwise_bounds import (
+from _bias_gelu_bounds import (
     assert_bias_gelu_close,
     assert_bias_gelu_grad_x_close,
-    assert_within_roundings,
+    assert_grad_bias_close,
+    gelu_term_roundings,
 )
+from _elementwise_bounds import assert_bound_is_sound_and_tight, assert_within_roundings
 from _helpers import (
     DEVICES,
     DTYPES,
@@ -58,6 +59,28 @@ def test_forward_matches_float64(shape, dtype, device, approximate):
     out = wheelops.bias_gelu(x, bias, approximate)
     assert out.shape == x.shape and out.dtype == dtype and out.is_contiguous()
     assert_bias_gelu_close(out, reference(x, bias, approximate), x, bias, approximate)
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bounds_pass_the_correctly_rounded_result_and_fail_a_systematic_error(dtype, approximate):
+    # The forward's and grad_x's bounds at the largest shape its tests use on the GPU
+    # (4096 x 1024, the side stream's; an elementwise bound does not grow with the size).
+    x, bias = randn((4096, 1024), dtype, "cpu", 1), randn((1024,), dtype, "cpu", 2)
+    grad = randn((4096, 1024), dtype, "cpu", 3)
+    expected = reference(x, bias, approximate)
+    assert_bias_gelu_close(wheelops.bias_gelu(x, bias, approximate), expected, x, bias, approximate)
+    assert_bound_is_sound_and_tight(
+        lambda got: assert_bias_gelu_close(got, expected, x, bias, approximate), expected, dtype
+    )
+    expected_x = reference_grads(grad, x, bias, approximate)[0]
+    grad_x = torch.ops.wheelops.bias_gelu_backward.default(grad, x, bias, approximate)[0]
+    assert_bias_gelu_grad_x_close(grad_x, expected_x, grad, x, bias)
+    assert_bound_is_sound_and_tight(
+        lambda got: assert_bias_gelu_grad_x_close(got, expected_x, grad, x, bias),
+        expected_x,
+        dtype,
+    )
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)

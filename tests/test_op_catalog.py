@@ -5,17 +5,24 @@ reference the one its tests compare with."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import math
 from pathlib import Path
 
 import opspecs
 import pytest
 import torch
-from _helpers import DEVICES, assert_matches_reference
+from _checkout import import_checkout_package
+from _helpers import DEVICES, randn
 from _native_checks import registered_ops
 from _norm_helpers import wheelops_ops_called
 from _op_catalog import forward_backward, outputs
+from opspecs._spec import OpSpec, Shape
 
 import wheelops
+
+import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
+from benchmarks import linear_gelu, measure, verify  # noqa: E402
 
 
 def test_one_description_per_public_op():
@@ -39,18 +46,42 @@ def test_descriptions_name_every_native_op_and_only_those():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("spec", opspecs.ALL, ids=opspecs.NAMES)
 def test_default_call_matches_eager_forward_and_backward(spec, device):
+    # Within the benchmark's derived bound (benchmarks/verify.py: the op's rule from its
+    # description), float64 against eager's float64 (both round: the bound doubles).
     dtype = torch.float64 if spec.differentiable else spec.dtypes[0]
     args = spec.inputs((5, 24), dtype, device, seed=1, requires_grad=True)
-    outs, grads = forward_backward(spec, args)
     expected = outputs(spec.answer(*args))
-    for out, ref in zip(outs, expected, strict=True):  # (some references are on the host)
-        torch.testing.assert_close(out.cpu(), ref.cpu(), atol=1e-10, rtol=1e-9)
+    # Random incoming gradients: with ones, softmax's gradient is 0, all cancellation.
+    incoming = [randn(e.shape, e.dtype, device, 10 + i) for i, e in enumerate(expected)]
+    outs, grads = forward_backward(spec, args, incoming)
+    cpu = [o.detach().cpu() for o in outs]  # (some references are on the host)
+    ref = [e.detach().cpu() for e in expected]
+    problem = verify.mismatch(cpu, ref, ref, _rules(spec, (5, 24), args, device))
+    assert problem is None, problem
     if spec.differentiable:
-        ones = [torch.ones_like(o) for o in expected]
         leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-        expected_grads = torch.autograd.grad(expected, leaves, ones)
+        expected_grads = [g.cpu() for g in torch.autograd.grad(expected, leaves, incoming)]
         assert len(grads) == len(leaves) > 0
-        torch.testing.assert_close(grads, expected_grads, atol=1e-10, rtol=1e-9)
+        rules = _rules(spec, (5, 24), args, device, incoming)
+        problem = verify.mismatch([g.cpu() for g in grads], expected_grads, expected_grads, rules)
+        assert problem is None, problem
+
+
+def _rules(
+    spec: OpSpec, shape: Shape, args: tuple, device: str, grads: list | None = None
+) -> verify.Rule | list[verify.Rule]:
+    """The benchmark's rules for the op's results at `shape` (its gradients' with `grads`)."""
+    if spec.benchmark is None:  # fused_linear_gelu: its own benchmark module's rules
+        gemm = (math.prod(shape[:-1]), shape[-1], shape[-1] + 3)  # opspecs: out = in + 3
+        rules = linear_gelu.rule(gemm, "forward" if grads is None else "backward", device != "cpu")
+        return rules if grads is None else rules[1:]
+    rule = measure.rule_of(spec, spec.problem_shape(shape))
+    terms = spec.benchmark.backward_terms
+    if grads is None or terms is None:
+        return rule
+    detached = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    sizes = terms(verify.float64_inputs(detached), tuple(g.detach().double() for g in grads))
+    return [dataclasses.replace(rule, terms=t.cpu()) for t in sizes]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -68,7 +99,10 @@ def test_reference_is_met_by_the_default_call(spec, device):
     for out, ref in zip(got, expected, strict=True):
         assert ref.dtype == out.dtype and ref.shape == out.shape
         if out.dtype == torch.float64:
-            assert_matches_reference(out.cpu(), ref.cpu())
+            problem = verify.mismatch(
+                out.cpu(), ref.cpu(), ref.cpu(), _rules(spec, (5, 33), args, device)
+            )
+            assert problem is None, problem
         else:
             assert torch.equal(out.cpu(), ref.cpu())
 

@@ -3,7 +3,11 @@ from __future__ import annotations
 import _example_log
 import pytest
 import torch
-from _elementwise_bounds import assert_relu_scale_close
+from _elementwise_bounds import (
+    assert_bound_is_sound_and_tight,
+    assert_within_roundings,
+    compute_error,
+)
 from _helpers import (
     DEVICES,
     DTYPES,
@@ -11,6 +15,7 @@ from _helpers import (
     randn,
     strided_variants,
 )
+from _norm_helpers import subnormal_floor
 from _property_checks import (
     assert_rejected,
     assert_result_layout,
@@ -33,6 +38,29 @@ from opspecs.relu_scale import mask_of, reference
 import wheelops
 
 ALPHAS = [0.5, 1.0, -2.0, 0.0, 3.25]
+
+
+def assert_relu_scale_close(
+    out: torch.Tensor, expected: torch.Tensor, what: str = "relu_scale", equal_nan: bool = False
+) -> None:
+    """relu_scale's result, or its gradient g * alpha where the mask is set: relu(x) *
+    fl(alpha), alpha's rounding to float32 (float64) and the product's (k = 2, T = |result|),
+    which may round in the subnormals of that arithmetic; then the dtype's rounding."""
+    compute = torch.float64 if out.dtype == torch.float64 else torch.float32
+    error = compute_error(2, expected, out.dtype) + subnormal_floor(compute)
+    assert_within_roundings(out, expected, error, what, equal_nan)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bound_passes_the_correctly_rounded_result_and_fails_a_systematic_error(dtype):
+    # At the largest shape its tests use on the GPU (4096 x 4096 as the benchmark's; an
+    # elementwise bound does not grow with the size).
+    x = randn((4096, 4096), dtype, "cpu", 1)
+    expected = reference(x, 1.7)
+    assert_relu_scale_close(wheelops.relu_scale(x, 1.7), expected)
+    assert_bound_is_sound_and_tight(
+        lambda got: assert_relu_scale_close(got, expected), expected, dtype
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)

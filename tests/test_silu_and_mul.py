@@ -5,7 +5,11 @@ import math
 import _example_log
 import pytest
 import torch
-from _elementwise_bounds import assert_silu_and_mul_close
+from _elementwise_bounds import (
+    assert_bound_is_sound_and_tight,
+    assert_within_roundings,
+    compute_error,
+)
 from _helpers import (
     DEVICES,
     DTYPES,
@@ -21,6 +25,7 @@ from _property_checks import (
     grad_leaf,
     saturate,
 )
+from _softmax_bounds import EXP_ULPS
 from _strategies import (
     apply_layout,
     layouts,
@@ -41,6 +46,43 @@ import wheelops
 # width), 8 and 32 (one or a few vectors per row), 4096; empty and 1-D too.
 SHAPES = [(0, 8), (1, 2), (5, 14), (4, 64), (3, 2, 66), (2, 2062), (9, 16), (3, 0), (2,), (7, 8192)]
 INF, NAN = float("inf"), float("nan")
+
+
+# CUDA's __expf (the 16-bit forward): within 2 + floor(1.173 |x|) ulps (CUDA C Programming
+# Guide, intrinsic functions), each ulp two roundings.
+FAST_EXP_ULPS = (2.0, 1.173)
+
+
+def assert_silu_and_mul_close(
+    out: torch.Tensor, expected: torch.Tensor, x: torch.Tensor, equal_nan: bool = False
+) -> None:
+    """a / (1 + exp(-a)) * b: exp's ulps, then 1 + e, the quotient and the product, each
+    relative to its value (1 + e >= e: no cancellation), k = EXP_ULPS + 3, T = |result|;
+    CUDA's 16-bit kernel: __expf's ulps (and a correctly rounded reciprocal). Where exp(-a)
+    overflows the arithmetic, all of the result is lost (it is -0); the quotient and the
+    product may round in its subnormals. Then the dtype's rounding."""
+    a = x.detach().double().chunk(2, dim=-1)[0]
+    exp_roundings = torch.full_like(a, float(EXP_ULPS))
+    if x.device.type == "cuda" and x.element_size() == 2:
+        base, slope = FAST_EXP_ULPS
+        exp_roundings = torch.maximum(exp_roundings, 2 * (base + slope * a.abs()).floor())
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    lost = torch.where(-a > math.log(torch.finfo(compute).max), expected.double().abs(), 0.0)
+    error = compute_error(exp_roundings + 3, expected, x.dtype) + lost
+    error = error + 2 * subnormal_floor(compute)
+    assert_within_roundings(out, expected, error, "silu_and_mul", equal_nan)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bound_passes_the_correctly_rounded_result_and_fails_a_systematic_error(dtype):
+    # At the largest shape its CPU-checkable tests use (the GPU side stream's 4096 x 2048;
+    # an elementwise bound does not grow with the size), inputs at the tests' scale 3.
+    x = randn((4096, 2 * 1024), dtype, "cpu", 1, scale=3.0)
+    expected = reference(x)
+    assert_silu_and_mul_close(wheelops.silu_and_mul(x), expected, x)
+    assert_bound_is_sound_and_tight(
+        lambda got: assert_silu_and_mul_close(got, expected, x), expected, dtype
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
