@@ -11,7 +11,9 @@ import opspecs
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
+from _benchmark_rule import assert_within_rule, rule_of
 from _helpers import DEVICES, randn
+from _jvp_bounds import assert_tangents_close
 from _op_catalog import DERIVATIVE_SAMPLES, outputs
 from opspecs._spec import Derivatives, OpSpec, Sample
 from torch.autograd import gradcheck, gradgradcheck
@@ -49,11 +51,13 @@ def test_gradcheck_reverse_and_forward_mode(spec: OpSpec, sample: Sample, device
 def test_jvp_matches_eager(spec: OpSpec, sample: Sample, device: str) -> None:
     primals = spec.inputs(SHAPE, torch.float64, device, 2, sample=sample)
     tangents = _tangents(primals)
+    name = spec.sample_name(sample)
     _, got = torch.func.jvp(sample.call, primals, tangents)
     _, want = torch.func.jvp(sample.eager, primals, tangents)
-    for g, w in zip(outputs(got), outputs(want), strict=True):
+    for g in outputs(got):
         assert g.abs().max() > 0  # the zero tangent
-        torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10)
+    arguments = sample.arguments(primals)
+    assert_tangents_close(name, arguments, tangents, outputs(got), outputs(want))
     # torch.autograd.forward_ad, and a tangent on one input only.
     with fwAD.dual_level():
         duals = [fwAD.make_dual(primals[0], tangents[0]), *primals[1:]]
@@ -62,9 +66,9 @@ def test_jvp_matches_eager(spec: OpSpec, sample: Sample, device: str) -> None:
     _, want_one = torch.func.jvp(
         lambda first: sample.eager(first, *primals[1:]), (primals[0],), (tangents[0],)
     )
-    for g, w in zip(got_one, outputs(want_one), strict=True):
-        assert g is not None
-        torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10)
+    assert all(g is not None for g in got_one)
+    one = (tangents[0], *(torch.zeros_like(t) for t in tangents[1:]))
+    assert_tangents_close(name, arguments, one, tuple(got_one), outputs(want_one))
 
 
 @pytest.mark.parametrize("spec, sample", DERIVATIVE_SAMPLES)
@@ -74,12 +78,14 @@ def test_torch_func_transforms_match_eager(spec: OpSpec, sample: Sample) -> None
     def first_output(fn):
         return lambda *args: outputs(fn(*args))[0]
 
+    # Jacobians are derivatives of the op's results: the benchmark's rule for them.
+    rule = rule_of(spec, SHAPE)
     for transform in (torch.func.jacrev, torch.func.jacfwd):
         got = transform(first_output(sample.call))(*primals)
         want = transform(first_output(sample.eager))(*primals)
-        torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10)
+        assert_within_rule([got], [want], rule, transform.__name__)
     got = torch.func.vmap(first_output(sample.call))(*(t.unsqueeze(0) for t in primals))
-    torch.testing.assert_close(got[0], first_output(sample.eager)(*primals))
+    assert_within_rule([got[0]], [first_output(sample.eager)(*primals)], rule, "vmap")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -115,15 +121,17 @@ def test_softmax_double_backward_is_eagers():
         (ggx,) = torch.autograd.grad(gx.pow(2).sum(), leaf)
         results.append(ggx)
     assert results[1].abs().max() > 0.01
-    torch.testing.assert_close(results[0], results[1], atol=1e-12, rtol=1e-10)
+    # A second derivative of softmax's results: the benchmark's rule for them.
+    assert_within_rule([results[0]], [results[1]], rule_of(opspecs.BY_NAME["softmax"], (4, 5)))
 
 
 def test_hessians_match_eager():
     x = randn((6,), torch.float64, "cpu", seed=7)
-    for fn, eager in (
-        (wheelops.softmax, lambda a: torch.softmax(a, -1)),
-        (lambda a: wheelops.relu_scale(a, 2.0), lambda a: torch.relu(a) * 2.0),
+    for op, fn, eager in (
+        ("softmax", wheelops.softmax, lambda a: torch.softmax(a, -1)),
+        ("relu_scale", lambda a: wheelops.relu_scale(a, 2.0), lambda a: torch.relu(a) * 2.0),
     ):
+        rule = rule_of(opspecs.BY_NAME[op], (6,))  # the benchmark's rule, as above
         want = torch.autograd.functional.hessian(lambda a, e=eager: e(a).pow(3).sum(), x)
         for hessian in (
             lambda f: torch.autograd.functional.hessian(f, x),
@@ -131,7 +139,7 @@ def test_hessians_match_eager():
             lambda f: torch.func.jacrev(torch.func.jacrev(f))(x),
         ):
             got = hessian(lambda a, f=fn: f(a).pow(3).sum())
-            torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10)
+            assert_within_rule([got], [want], rule, op)
 
 
 def _backward_op_calls(device: str) -> dict[str, tuple[Derivatives, tuple]]:
@@ -170,10 +178,11 @@ def test_raw_backward_ops_under_autograd(device: str) -> None:
             want_out = derivatives.backward_eager(*copies)
             want = torch.autograd.grad(want_out.square().sum(), wrt, allow_unused=True)
             assert got[0] is not None
+            rule = rule_of(opspecs.BY_NAME[name.removesuffix("_backward")], (3, 4))
             for g_, w_ in zip(got, want, strict=True):
                 assert (g_ is None) == (w_ is None)
                 if g_ is not None:
-                    torch.testing.assert_close(g_, w_, atol=1e-12, rtol=1e-10)
+                    assert_within_rule([g_], [w_], rule, name)
         else:
             with pytest.raises(NotImplementedError, match=f"^wheelops.{name} does not support"):
                 first.sum().backward()

@@ -5,24 +5,18 @@ reference the one its tests compare with."""
 from __future__ import annotations
 
 import ast
-import dataclasses
-import math
 from pathlib import Path
 
 import opspecs
 import pytest
 import torch
-from _checkout import import_checkout_package
+from _benchmark_rule import assert_within_rule, rules
 from _helpers import DEVICES, randn
 from _native_checks import registered_ops
 from _norm_helpers import wheelops_ops_called
 from _op_catalog import forward_backward, outputs
-from opspecs._spec import OpSpec, Shape
 
 import wheelops
-
-import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
-from benchmarks import linear_gelu, measure, verify  # noqa: E402
 
 
 def test_one_description_per_public_op():
@@ -54,34 +48,13 @@ def test_default_call_matches_eager_forward_and_backward(spec, device):
     # Random incoming gradients: with ones, softmax's gradient is 0, all cancellation.
     incoming = [randn(e.shape, e.dtype, device, 10 + i) for i, e in enumerate(expected)]
     outs, grads = forward_backward(spec, args, incoming)
-    cpu = [o.detach().cpu() for o in outs]  # (some references are on the host)
-    ref = [e.detach().cpu() for e in expected]
-    problem = verify.mismatch(cpu, ref, ref, _rules(spec, (5, 24), args, device))
-    assert problem is None, problem
+    # (some references are on the host: compared there)
+    assert_within_rule(outs, expected, rules(spec, (5, 24), args, device))
     if spec.differentiable:
         leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-        expected_grads = [g.cpu() for g in torch.autograd.grad(expected, leaves, incoming)]
+        expected_grads = torch.autograd.grad(expected, leaves, incoming)
         assert len(grads) == len(leaves) > 0
-        rules = _rules(spec, (5, 24), args, device, incoming)
-        problem = verify.mismatch([g.cpu() for g in grads], expected_grads, expected_grads, rules)
-        assert problem is None, problem
-
-
-def _rules(
-    spec: OpSpec, shape: Shape, args: tuple, device: str, grads: list | None = None
-) -> verify.Rule | list[verify.Rule]:
-    """The benchmark's rules for the op's results at `shape` (its gradients' with `grads`)."""
-    if spec.benchmark is None:  # fused_linear_gelu: its own benchmark module's rules
-        gemm = (math.prod(shape[:-1]), shape[-1], shape[-1] + 3)  # opspecs: out = in + 3
-        rules = linear_gelu.rule(gemm, "forward" if grads is None else "backward", device != "cpu")
-        return rules if grads is None else rules[1:]
-    rule = measure.rule_of(spec, spec.problem_shape(shape))
-    terms = spec.benchmark.backward_terms
-    if grads is None or terms is None:
-        return rule
-    detached = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-    sizes = terms(verify.float64_inputs(detached), tuple(g.detach().double() for g in grads))
-    return [dataclasses.replace(rule, terms=t.cpu()) for t in sizes]
+        assert_within_rule(grads, expected_grads, rules(spec, (5, 24), args, device, incoming))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -99,10 +72,7 @@ def test_reference_is_met_by_the_default_call(spec, device):
     for out, ref in zip(got, expected, strict=True):
         assert ref.dtype == out.dtype and ref.shape == out.shape
         if out.dtype == torch.float64:
-            problem = verify.mismatch(
-                out.cpu(), ref.cpu(), ref.cpu(), _rules(spec, (5, 33), args, device)
-            )
-            assert problem is None, problem
+            assert_within_rule([out], [ref], rules(spec, (5, 33), args, device))
         else:
             assert torch.equal(out.cpu(), ref.cpu())
 
