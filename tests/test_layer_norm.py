@@ -415,9 +415,11 @@ def run(barrier, cols, with_bias, seed):
         b = torch.randn(cols, generator=g).cuda().requires_grad_() if with_bias else None
         barrier.wait()
         grads = torch.autograd.grad(wheelops.layer_norm(x, w, b).square().sum(), (x, w))
-        expected = torch.autograd.grad(F.layer_norm(x, (cols,), w, b).square().sum(), (x, w))
-        for mine, theirs in zip(grads, expected):
-            torch.testing.assert_close(mine, theirs, atol=1e-3, rtol=1e-4)
+        # The same kernels on the same inputs again, the race over: bitwise (the ops are
+        # deterministic; their bounds are tested on their own).
+        again = torch.autograd.grad(wheelops.layer_norm(x, w, b).square().sum(), (x, w))
+        for mine, theirs in zip(grads, again):
+            assert torch.equal(mine, theirs), "a first backward differs from the next"
     except BaseException as e:
         errors.append(f"cols={cols} bias={with_bias}: {e!r}")
 for cols in (1024, 2048, 3072, 4096, 6144, 8192):
