@@ -1,4 +1,5 @@
-"""Devices, dtypes and tolerances shared by the op tests."""
+"""Devices, dtypes, shapes and inputs shared by the op tests (their bounds are derived
+per op: tests/_elementwise_bounds.py says how)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,6 @@ import torch
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 LOW_PRECISION = [torch.float16, torch.bfloat16]
-
-# (atol, rtol) against a float64 reference computed from the same inputs: a
-# little over the rounding of one result, since wheelops computes in float32
-# (float64 for float64) and rounds once.
-TOLERANCE = {
-    torch.float64: (1e-12, 1e-10),
-    torch.float32: (1e-6, 1e-5),
-    torch.float16: (1e-4, 1e-3),
-    torch.bfloat16: (1e-3, 8e-3),
-}
 
 # tools/sanitize.sh turns the caching allocator off: then every free is a
 # cudaFree, which waits for the whole device (so a busy default stream is
@@ -35,18 +26,6 @@ needs_caching_allocator = pytest.mark.skipif(
 # Odd sizes on purpose: empty, single, not a multiple of the vector width, and
 # long enough to take the vectorized path and a tail.
 SHAPES = [(0,), (1,), (7,), (3, 5), (4, 33), (2, 3, 64), (1031,), (0, 8)]
-
-
-def assert_matches_reference(actual: torch.Tensor, reference: torch.Tensor) -> None:
-    """actual (any dtype) against a float64 reference, with actual's dtype tolerance."""
-    atol, rtol = TOLERANCE[actual.dtype]
-    torch.testing.assert_close(actual.double(), reference.double(), atol=atol, rtol=rtol)
-
-
-def assert_close_to_eager(actual: torch.Tensor, eager: torch.Tensor) -> None:
-    """Eager rounds intermediates to the input dtype; allow two roundings' worth."""
-    atol, rtol = TOLERANCE[actual.dtype]
-    torch.testing.assert_close(actual, eager, atol=2 * atol, rtol=2 * rtol)
 
 
 def randn(

@@ -5,7 +5,9 @@ Each op's tangent is computed by its formula in wheelops/ops/<op>.py in float32 
 for float64) from exact inputs. A formula of k roundings of unit u whose terms have
 magnitude T (the formula with every term taken in absolute value, including the terms of
 its factors that cancel) is within k * u * T before its one rounding to the dtype
-(_norm_helpers.allowance adds that rounding). Each op below states T and k in one line.
+(_norm_helpers.allowance adds that rounding). Each op below states T and k in one line;
+lltm, whose tangent also goes through torch's GEMMs, has its own
+(_lltm_bounds.lltm_jvp_errors).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 from collections.abc import Callable
 
 import torch
+from _lltm_bounds import assert_lltm_jvp_close
 from _norm_helpers import allowance, assert_within, compute_unit
 from _softmax_bounds import EXP_ULPS
 
@@ -148,3 +151,18 @@ def assert_jvp_close(
 ) -> None:
     allowed = jvp_allowed(name, primals, tangents, expected, actual.dtype)
     assert_within(actual.double(), expected, allowed, f"{name} tangent")
+
+
+def assert_tangents_close(
+    name: str,
+    primals: tuple[torch.Tensor, ...],
+    tangents: tuple[torch.Tensor, ...],
+    actual: tuple[torch.Tensor, ...],
+    expected: tuple[torch.Tensor, ...],
+) -> None:
+    """Every output's tangent of op `name` (sample suffix included) within its bound."""
+    if name == "lltm":
+        assert_lltm_jvp_close(primals, tangents, actual, expected)
+        return
+    for a, e in zip(actual, expected, strict=True):
+        assert_jvp_close(name, primals, tangents, a, e)

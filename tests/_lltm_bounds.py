@@ -350,3 +350,72 @@ def fp32_accumulating_gemms() -> Iterator[None]:
     finally:
         matmul.allow_fp16_reduced_precision_reduction = saved[0]
         matmul.allow_bf16_reduced_precision_reduction = saved[1]
+
+
+# ---------------------------------------------------------------- forward-mode tangent
+
+
+def lltm_jvp_errors(
+    primals: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What (new_h, new_cell)'s tangents may differ from float64 math before their rounding
+    to the dtype (issue 42 item 6): torch's GEMM gives the gates (K = state + features
+    products) and their tangent dX W^T + X dW^T + db (two such GEMMs and two sums), each
+    within its K (+ 1, + 2) roundings of its terms' size, p = |X||W|^T + |b| and D =
+    |dX||W|^T + |X||dW|^T + |db|; wheelops' jvp (ops/lltm.py) then evaluates, in the same
+    arithmetic (unit u), d_cell = dc0 + elu'(c) si dc + elu(c) si (1 - si) di and d_h =
+    (1 - tanh^2) so d_cell + tanh so (1 - so) do on those gates: each coefficient moved by
+    the gates' error times its slope (elu'' <= 1, sigmoid' <= 1/4, tanh's <= 0.77), and a
+    handful of roundings (LIBM a function) of each product. Each term below says which.
+    For float32 and float64 (the JVP tests' dtypes: the gates stay in the arithmetic)."""
+    u = compute_unit(primals[0].dtype)
+    input, weights, bias, old_h, old_cell = (t.detach().double() for t in primals)
+    d_input, d_weights, d_bias, d_old_h, d_old_cell = (t.detach().double().abs() for t in tangents)
+    x, dx = torch.cat([old_h, input], 1), torch.cat([d_old_h, d_input], 1)
+    k = x.shape[1]
+    p = x.abs() @ weights.abs().T + bias.abs()
+    size = dx @ weights.abs().T + x.abs() @ d_weights.T + d_bias
+    state = old_cell.shape[1]
+    (p_i, p_o, p_c), (d_i, d_o, d_c) = (t.split(state, 1) for t in (p, size))
+    c = (x @ weights.T + bias)[:, 2 * state :].abs() + 1  # 1 + |candidate|: |elu| <= it
+    gates, tangent = (k + 1) * u, (k + 2) * u  # the GEMMs' roundings (plus the sums')
+    fn = LIBM * u  # sigmoid, elu, tanh: LIBM roundings each (and their 1 +, 1 -)
+    # d_cell: the tangent's error through |elu' si| <= 1 and |elu si (1 - si)| <= c / 4;
+    # the gates' error through the slopes of those coefficients; 10 roundings and the
+    # functions' of its three terms' size.
+    d_cell = d_old_cell + d_c + c * d_i / 4
+    cell = (
+        tangent * (d_c + c * d_i / 4)
+        + gates * ((p_c + p_i / 4) * d_c + (p_c / 4 + c * p_i / 10) * d_i)
+        + (10 * u + 2 * fn) * d_cell
+    )
+    # new_cell's own error (the forward): the gates' through |elu' si| <= 1, |elu| / 4, and
+    # 3 roundings and the functions' of |old_cell| + |elu si|.
+    new_cell = gates * (p_c + c * p_i / 4) + (3 * u + 2 * fn) * (old_cell.abs() + c)
+    # d_h: d_cell's error through (1 - tanh^2) so <= 1; that coefficient's own error
+    # (new_cell's through 0.77, so's through 1) times |d_cell|; do's error through
+    # tanh so (1 - so) <= 1/4 and that coefficient's (new_cell's through 1/4, so's through
+    # 1) times |do|; 8 roundings and the functions' of both products.
+    coefficient = 0.77 * new_cell + gates * p_o / 4 + 4 * u + fn
+    h = (
+        cell
+        + coefficient * d_cell
+        + tangent * d_o / 4
+        + (new_cell / 4 + gates * p_o / 4 + 4 * u + fn) * d_o
+        + (8 * u + 2 * fn) * (d_cell + d_o / 4)
+    )
+    return h, cell
+
+
+def assert_lltm_jvp_close(
+    primals: Sequence[torch.Tensor],
+    tangents: Sequence[torch.Tensor],
+    actual: Sequence[torch.Tensor],
+    expected: Sequence[torch.Tensor],
+) -> None:
+    """(new_h, new_cell)'s tangents within lltm_jvp_errors and their rounding to the dtype."""
+    dtype = primals[0].dtype
+    errors = lltm_jvp_errors(primals, tangents)
+    for name, a, e, error in zip(("new_h", "new_cell"), actual, expected, errors, strict=True):
+        allowed = allowance(e, error, dtype)
+        assert_within(a.double(), e.double(), allowed, f"lltm {name} tangent")

@@ -8,7 +8,6 @@ import math
 from collections.abc import Callable
 
 import torch
-from _helpers import TOLERANCE
 from opspecs._rounding import bias_beyond
 
 # One rounding to each dtype: the unit roundoff (half the spacing of values near 1).
@@ -42,26 +41,6 @@ def float64_grads(fn, grad, *inputs):
     wanted = [t for t in leaves if t is not None]
     grads = iter(torch.autograd.grad(out, wanted, grad.detach().cpu().double()))
     return [None if t is None else next(grads).to(grad.device) for t in leaves]
-
-
-def assert_close_tol(actual, expected, scale: float = 1.0):
-    """actual (its dtype's tolerance, times scale) against a float64 reference."""
-    atol, rtol = TOLERANCE[actual.dtype]
-    if actual.dtype == torch.float32:
-        atol, rtol = 1e-5, 1e-5  # statistics over long rows in float32
-    torch.testing.assert_close(
-        actual.double(), expected.double(), atol=atol * scale, rtol=rtol * scale
-    )
-
-
-def assert_column_sum(actual, expected, rows: int):
-    """A sum over a handful of rows (test_scale's 3-row cases), without its terms.
-
-    Any longer sum is checked from its terms (assert_norm_bias_grad_close and the
-    grad_weight checks): a tolerance scaled by the row count lets a wrong sum pass.
-    """
-    assert rows <= 8, f"a sum over {rows} rows: check it from its terms"
-    assert_close_tol(actual, expected, scale=max(1.0, rows**0.5))
 
 
 # ---------------------------------------------------------------- bounds on sums
@@ -328,33 +307,46 @@ def _centering_error(x):
     return 64 * unit + x.shape[-1] * 2.0**-53
 
 
-def assert_layer_norm_out_close(actual, expected, x, weight, eps, scale: float = 1.0):
-    """layer_norm's output against its float64 reference, allowing for cancellation.
+def _out_error(x, weight, bias, eps, centered: bool) -> torch.Tensor:
+    """The norm's output error before its rounding to the dtype: xhat = (x - mean) * rstd
+    (rms_norm: x * rstd) carries rstd's error (_rstd_error), two roundings (the difference
+    and the product) and, centred, the saved mean's error (_centering_error per max|x|,
+    times rstd: rows of values close together around a large mean, or constant rows, make
+    it the dominant one); then times w (one rounding) and plus b (one more)."""
+    x64 = x.double()
+    u = compute_unit(x.dtype)
+    if centered:
+        mean = x64.mean(-1, keepdim=True)
+        centred = x64 - mean
+    else:
+        centred = x64
+    rstd = 1.0 / torch.sqrt(centred.square().mean(-1, keepdim=True) + eps)
+    xhat = centred * rstd
+    error = (2 * u + _rstd_error(x)) * xhat.abs()
+    if centered and x.shape[-1]:
+        error = error + _centering_error(x) * x64.abs().amax(-1, keepdim=True) * rstd
+    w = weight.double().abs() if weight is not None else 1.0
+    out = xhat * w + (bias.double() if bias is not None else 0.0)
+    return w * error + u * (xhat * w).abs() + (u * out.abs() if bias is not None else 0.0)
 
-    out = (x - mean) * rstd * w: in a kernel whose statistics are float32, x - mean
-    carries an absolute error of a few float32 roundings of max|x|, which rstd
-    then multiplies. Rows whose values sit close together around a large mean
-    (randn * 1e-3 + 100), or constant rows, make that the dominant error; the
-    bound (_centering_error) is added to the usual tolerance.
-    """
+
+def assert_layer_norm_out_close(actual, expected, x, weight, bias, eps):
+    """layer_norm's output against its float64 reference: within one rounding of
+    _out_error (its centred form)."""
     if actual.numel() == 0:
         assert expected.numel() == 0
         return
-    x64 = x.double()
-    mean = x64.mean(-1, keepdim=True)
-    rstd = 1.0 / torch.sqrt((x64 - mean).square().mean(-1, keepdim=True) + eps)
-    max_x = x64.abs().amax(-1, keepdim=True)
-    w = weight.double().abs() if weight is not None else 1.0
-    atol, rtol = TOLERANCE[actual.dtype]
-    if actual.dtype == torch.float32:
-        atol, rtol = 1e-5, 1e-5
-    diff = _difference(actual, expected)
-    slack = _centering_error(x) * rstd * max_x * w
-    allowed = atol * scale + rtol * scale * expected.double().abs() + slack
-    assert bool((diff <= allowed).all()), (
-        f"layer_norm out off by {diff.max().item():.3g} "
-        f"(allowed at least {allowed.min().item():.3g})"
-    )
+    error = _out_error(x, weight, bias, eps, centered=True)
+    assert_within(actual, expected, allowance(expected, error, actual.dtype), "layer_norm out")
+
+
+def assert_rms_norm_out_close(actual, expected, x, weight, eps):
+    """rms_norm's output against its float64 reference: within one rounding of _out_error."""
+    if actual.numel() == 0:
+        assert expected.numel() == 0
+        return
+    error = _out_error(x, weight, None, eps, centered=False)
+    assert_within(actual, expected, allowance(expected, error, actual.dtype), "rms_norm out")
 
 
 def assert_layer_norm_grad_weight_close(actual, expected, x, grad, eps):

@@ -1,6 +1,7 @@
-"""What the property tests (hypothesis) share: comparisons against a float64 reference
-computed from the very inputs an op received, the checks of a result's layout and of a
-refusal, and the draws every elementwise test starts with. Used by each op's property
+"""What the property tests (hypothesis) share: the float64 reference saturated as a
+result rounded to its dtype must be (the ops' bounds are their own: tests/_elementwise_bounds.py),
+the checks of a result's layout and of a refusal, and the draws every elementwise test
+starts with. Used by each op's property
 tests (in tests/test_<op>.py; the norms' in tests/test_properties.py)."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from _helpers import TOLERANCE
 from _strategies import FLOAT_DTYPES, scales, seeds, shapes
 from hypothesis import strategies as st
 
@@ -21,23 +21,6 @@ def saturate(reference: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     rounded = reference.to(dtype).double()
     overflowed = rounded.isinf() & reference.isfinite()
     return torch.where(overflowed, rounded, reference)
-
-
-def assert_close_to_float64(
-    actual: torch.Tensor,
-    reference: torch.Tensor,
-    tolerance: tuple[float, float] | None = None,
-    equal_nan: bool = False,
-) -> None:
-    """actual against a float64 reference at its dtype's tolerance (or `tolerance`)."""
-    atol, rtol = tolerance if tolerance is not None else TOLERANCE[actual.dtype]
-    torch.testing.assert_close(
-        actual.double().cpu(),
-        saturate(reference.double(), actual.dtype).cpu(),
-        atol=atol,
-        rtol=rtol,
-        equal_nan=equal_nan,
-    )
 
 
 def assert_result_layout(out: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype) -> None:

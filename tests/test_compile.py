@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from _helpers import DEVICES
 
 import wheelops
@@ -37,19 +36,19 @@ def test_add_and_relu_scale_compile_forward_and_backward(device):
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_bias_gelu_module_compiles_forward_and_backward(device):
-    model = torch.nn.Sequential(
-        torch.nn.Linear(16, 32, bias=False), wheelops.nn.BiasGELU(32, "tanh", fan_in=16)
-    ).to(device)
-    x = torch.randn(4, 16, device=device)
-    compiled = _fresh_compile(model)
-    compiled(x).square().sum().backward()
-    grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    eager = F.gelu(model[0](x) + model[1].bias, approximate="tanh")
-    eager.square().sum().backward()
-    torch.testing.assert_close(compiled(x), eager, atol=1e-5, rtol=1e-5)
-    for mine, theirs in zip(grads, [p.grad for p in model.parameters()], strict=True):
-        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+    module = wheelops.nn.BiasGELU(32, "tanh", fan_in=16).to(device)
+    x = torch.randn(4, 32, device=device, requires_grad=True)
+    grad = torch.randn(4, 32, device=device)
+    compiled = _fresh_compile(module)
+    out = compiled(x)
+    grads = torch.autograd.grad(out, (x, module.bias), grad)
+    eager = module(x)
+    # Bitwise: the module's op and its backward are the same kernels on the same inputs
+    # compiled or not, and no aten op follows them for inductor to reorder (issue 42); the
+    # ops' own tests hold the results to their derived bounds.
+    assert torch.equal(out, eager)
+    for mine, theirs in zip(grads, torch.autograd.grad(eager, (x, module.bias), grad), strict=True):
+        assert torch.equal(mine, theirs)
 
 
 @pytest.mark.slow

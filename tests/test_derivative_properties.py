@@ -9,18 +9,14 @@ from __future__ import annotations
 import opspecs
 import pytest
 import torch
+from _benchmark_rule import assert_within_rule, rule_of
 from _helpers import DEVICES, randn
-from _jvp_bounds import JVP_BOUNDS, assert_jvp_close
+from _jvp_bounds import assert_tangents_close
 from _op_catalog import DERIVATIVE_SAMPLES, outputs
 from _strategies import apply_layout, layouts, seeds, shapes, sizes
 from hypothesis import given
 from hypothesis import strategies as st
 from opspecs._spec import OpSpec, Sample
-
-# Every op's tangent has a derived bound (tests/_jvp_bounds.py) but lltm's, whose tangent
-# also goes through torch's GEMM: relative to its largest tangent, not derived (issue 42).
-LLTM_JVP_TOLERANCE = {torch.float64: 1e-10, torch.float32: 2e-4}
-
 
 # torch.func.jvp cannot make a dual of an expanded (stride 0) primal: every other layout.
 LAYOUTS = ("contiguous", "permuted", "sliced", "offset")
@@ -49,28 +45,17 @@ def test_jvp_matches_eager_float64(
     _, want = torch.func.jvp(
         sample.eager, tuple(t.double() for t in primals), tuple(t.double() for t in tangents)
     )
-    name = spec.sample_name(sample)
     for g, w in zip(outputs(got), outputs(want), strict=True):
         assert g.dtype == dtype and g.shape == w.shape
-        if name in JVP_BOUNDS:
-            assert_jvp_close(name, sample.arguments(primals), tangents, g, w)
-            continue
-        # Relative to the largest tangent (no floor: a "+1" let ~1% through on small ones);
-        # plus one rounding of the largest input times the largest input tangent: an
-        # intermediate rounded to the dtype (bias_gelu's x + b) moves a tangent by the
-        # derivative's slope (gelu'') times that, all there is where the tangents are near 0
-        # (x + b near gelu''s root); the dtype's subnormal floor where every tangent is 0.
-        scale = w.abs().max().item() if w.numel() else 0.0
-        rounding = torch.finfo(dtype).eps / 2 * _largest(primals) * _largest(tangents)
-        floor = rounding + torch.finfo(dtype).tiny
-        atol = LLTM_JVP_TOLERANCE[dtype] * scale + floor
-        torch.testing.assert_close(g.double(), w, atol=atol, rtol=0)
+    # Every op's tangent has a derived bound (tests/_jvp_bounds.py).
+    name = spec.sample_name(sample)
+    assert_tangents_close(name, sample.arguments(primals), tangents, outputs(got), outputs(want))
 
 
 # The largest shape the jvp test draws: leading dims <= 64 (shapes()), last <= 48, within
 # the GPU's element budget; the CPU draws smaller ones.
 LARGEST_JVP_SHAPE = (64, 64, 48)
-JVP_CASES = [case for case in DERIVATIVE_SAMPLES if case.id in JVP_BOUNDS]
+JVP_CASES = DERIVATIVE_SAMPLES
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
@@ -87,14 +72,13 @@ def test_jvp_bound_passes_the_real_tangent_and_fails_a_systematic_error(
     _, want = torch.func.jvp(
         sample.eager, tuple(t.double() for t in primals), tuple(t.double() for t in tangents)
     )
-    assert_jvp_close(name, primals, tangents, got, want)
+    got, want = outputs(got), outputs(want)
+    assert_tangents_close(name, primals, tangents, got, want)
     for factor in (1.01, 0.99, *((1.001, 0.999) if dtype == torch.float32 else ())):
-        with pytest.raises(AssertionError, match="off by"):
-            assert_jvp_close(name, primals, tangents, (want * factor).to(dtype), want)
-
-
-def _largest(tensors: tuple[torch.Tensor, ...]) -> float:
-    return max((t.abs().max().item() for t in tensors if t.numel()), default=0.0)
+        for index in range(len(want)):  # each output's bound, the others right
+            wrong = tuple((w * factor if i == index else w).to(dtype) for i, w in enumerate(want))
+            with pytest.raises(AssertionError, match="off by"):
+                assert_tangents_close(name, primals, tangents, wrong, want)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -128,6 +112,9 @@ def test_second_derivatives_match_eager_or_refuse(
         ):
             double_backward(sample.call)
         return
+    # Not yet derived (issue 42): the benchmark's rule, of the result's rms, is too tight
+    # where softmax's second derivative cancels (1.03x it at a drawn 48-wide row); its
+    # terms' size, as its first derivative has (Rule.terms), would bound it.
     for g, w in zip(double_backward(sample.call), double_backward(sample.eager), strict=True):
         torch.testing.assert_close(g, w, atol=1e-10, rtol=1e-8)
 
@@ -160,5 +147,7 @@ def test_gradients_at_nan_inputs_are_eagers(
         out = outputs(fn(*leaves))[0]
         return torch.autograd.grad(out, leaves, randn(out.shape, out.dtype, device, grad_seed))
 
+    # NaN where eager's is NaN (verify compares their places), the rest by the benchmark's rule.
+    rule = rule_of(spec, tuple(inputs[0].shape))
     for g, w in zip(gradients(sample.call), gradients(sample.eager), strict=True):
-        torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10, equal_nan=True)
+        assert_within_rule([g], [w], rule)

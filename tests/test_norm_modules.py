@@ -2,7 +2,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from _helpers import DEVICES
+from _norm_helpers import (
+    assert_layer_norm_grad_weight_close,
+    assert_layer_norm_out_close,
+    assert_norm_bias_grad_close,
+    assert_rms_norm_grad_weight_close,
+    assert_rms_norm_out_close,
+    float64_grads,
+)
+from opspecs.layer_norm import reference as layer_norm_reference
+from opspecs.rms_norm import reference as rms_norm_reference
 
 import wheelops
 
@@ -20,11 +31,16 @@ def test_layer_norm_module_loads_torch_state_and_matches(device, bias):
     assert set(ours.state_dict()) == set(reference.state_dict())
     ours.load_state_dict(reference.state_dict())
     x = torch.randn(5, 7, 48, device=device)
-    torch.testing.assert_close(ours(x), reference(x), atol=1e-5, rtol=1e-5)
-    ours(x).square().sum().backward()
-    reference(x).square().sum().backward()
-    for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
-        torch.testing.assert_close(a.grad, b.grad, atol=1e-4, rtol=1e-4)
+    # torch's module in float64 on the same parameters, within layer_norm's derived bounds.
+    weight, b = ours.weight.detach(), ours.bias.detach() if bias else None
+    out = ours(x)
+    assert_layer_norm_out_close(out, layer_norm_reference(x, weight, b, 1e-6), x, weight, b, 1e-6)
+    grad = 2 * out.detach()  # square().sum()'s incoming gradient, exact
+    out.backward(grad)
+    expected = float64_grads(lambda a, w, c: F.layer_norm(a, (48,), w, c, 1e-6), grad, x, weight, b)
+    assert_layer_norm_grad_weight_close(ours.weight.grad, expected[1], x, grad, 1e-6)
+    if bias:
+        assert_norm_bias_grad_close(ours.bias.grad, expected[2], grad)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -35,10 +51,14 @@ def test_rms_norm_module_loads_torch_state_and_matches(device):
     ours = wheelops.nn.RMSNorm(48, device=device)
     ours.load_state_dict(reference.state_dict())
     x = torch.randn(5, 7, 48, device=device)
-    torch.testing.assert_close(ours(x), reference(x), atol=1e-5, rtol=1e-5)
-    ours(x).square().sum().backward()
-    reference(x).square().sum().backward()
-    torch.testing.assert_close(ours.weight.grad, reference.weight.grad, atol=1e-4, rtol=1e-4)
+    # torch's module (eps None: float32's) in float64, within rms_norm's derived bounds.
+    eps, weight = torch.finfo(torch.float32).eps, ours.weight.detach()
+    out = ours(x)
+    assert_rms_norm_out_close(out, rms_norm_reference(x, weight, eps), x, weight, eps)
+    grad = 2 * out.detach()  # square().sum()'s incoming gradient, exact
+    out.backward(grad)
+    expected = float64_grads(lambda a, w: F.rms_norm(a, (48,), w, eps), grad, x, weight)
+    assert_rms_norm_grad_weight_close(ours.weight.grad, expected[1], x, grad, eps)
 
 
 def test_init_and_options_like_torch():
@@ -68,19 +88,21 @@ def test_bad_normalized_shape(cls, shape):
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_modules_compile_fullgraph(device):
+    # Both modules, x's gradient given: nothing but wheelops' ops (and their backward) in
+    # the graph, so compiled and eager run the same kernels on the same inputs, bitwise
+    # (issue 42); torch's layers between them would leave inductor sums to reorder.
     torch._dynamo.reset()
-    model = torch.nn.Sequential(
-        torch.nn.Linear(16, 32),
-        wheelops.nn.LayerNorm(32),
-        torch.nn.GELU(),
-        torch.nn.Linear(32, 32),
-        wheelops.nn.RMSNorm(32),
-    ).to(device)
-    x = torch.randn(4, 16, device=device)
+    model = torch.nn.Sequential(wheelops.nn.LayerNorm(32), wheelops.nn.RMSNorm(32)).to(device)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_()
+    x = torch.randn(4, 32, device=device, requires_grad=True)
+    grad = torch.randn(4, 32, device=device)
+    wrt = (x, *model.parameters())
     compiled = torch.compile(model, fullgraph=True)
-    compiled(x).square().sum().backward()
-    grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    model(x).square().sum().backward()
-    for a, b in zip(grads, [p.grad for p in model.parameters()], strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    out = compiled(x)
+    grads = torch.autograd.grad(out, wrt, grad)
+    eager = model(x)
+    assert torch.equal(out, eager)
+    for a, b in zip(grads, torch.autograd.grad(eager, wrt, grad), strict=True):
+        assert torch.equal(a, b)

@@ -57,12 +57,21 @@ import opspecs
 import pytest
 import torch
 import torch.nn.functional as F
-from _helpers import TOLERANCE
+from _bias_gelu_bounds import (
+    assert_bias_gelu_close,
+    assert_bias_gelu_grad_x_close,
+    assert_grad_bias_close,
+)
+from _lltm_bounds import gate_ops_allowed
 from _norm_helpers import (
-    assert_close_tol,
-    assert_column_sum,
+    assert_layer_norm_grad_weight_close,
     assert_layer_norm_grad_x_close,
+    assert_layer_norm_out_close,
+    assert_norm_bias_grad_close,
+    assert_rms_norm_grad_weight_close,
     assert_rms_norm_grad_x_close,
+    assert_rms_norm_out_close,
+    assert_within,
     float64_grads,
 )
 from _op_catalog import forward_backward
@@ -163,19 +172,6 @@ def _assert_equal(actual: torch.Tensor, expected: torch.Tensor, where: str) -> N
     )
 
 
-def _assert_close(actual: torch.Tensor, expected: torch.Tensor, where: str) -> None:
-    """actual against a float32 (or float64) reference: twice actual's tolerance,
-    i.e. one rounding of each apart."""
-    atol, rtol = TOLERANCE[actual.dtype]
-    torch.testing.assert_close(
-        actual.double(),
-        expected.double(),
-        atol=2 * atol,
-        rtol=2 * rtol,
-        msg=lambda m: f"{where}: {m}",
-    )
-
-
 def _free() -> None:
     gc.collect()
     if torch.cuda.is_available():
@@ -268,12 +264,15 @@ def _check_bias_gelu(rows: int, cols: int, dtype: torch.dtype, device: str, chun
         (rows, cols), dtype, device, chunk, lambda lo, hi: _pattern(lo, hi, 61, 1 / 16, device)
     )
     grad_x, _ = torch.autograd.grad(out, (x, bias), grad, retain_graph=True)
-    b32 = bias.detach().float()
+    b = bias.detach()
     for lo, hi in _row_spans(rows, cols, chunk):
-        u = x.detach()[lo:hi].float() + b32
-        _assert_close(out.detach()[lo:hi], F.gelu(u), f"bias_gelu rows [{lo}, {hi})")
-        expected = torch.ops.aten.gelu_backward(grad[lo:hi].float(), u)
-        _assert_close(grad_x[lo:hi], expected, f"bias_gelu grad_x rows [{lo}, {hi})")
+        # Against float64 math on each span, within the op's derived bounds.
+        xs = x.detach()[lo:hi]
+        u = xs.double() + b.double()
+        assert_bias_gelu_close(out.detach()[lo:hi], F.gelu(u), xs, b, "none")
+        expected = torch.ops.aten.gelu_backward(grad[lo:hi].double(), u)
+        assert_bias_gelu_grad_x_close(grad_x[lo:hi], expected, grad[lo:hi], xs, b)
+        del u, expected
     del grad, grad_x
     _free()
     # The bias gradient is a column sum over every row: a dense grad's sum in
@@ -289,11 +288,12 @@ def _check_bias_gelu(rows: int, cols: int, dtype: torch.dtype, device: str, chun
     for k, r in enumerate(probes):
         sparse[r] = 2.0**k
     grad_x, grad_bias = torch.autograd.grad(out, (x, bias), sparse)
-    rows_x = x.detach()[probes].double()
-    g64 = sparse[probes].double()
-    derivative = torch.ops.aten.gelu_backward(g64, rows_x + bias.detach().double())
-    _assert_close(grad_bias, derivative.sum(0), "bias_gelu grad_bias (probe rows)")
-    _assert_close(grad_x[probes], derivative, "bias_gelu grad_x (probe rows)")
+    rows_x = x.detach()[probes]
+    u = rows_x.double() + bias.detach().double()
+    derivative = torch.ops.aten.gelu_backward(sparse[probes].double(), u)
+    # The other rows' terms are zeros, which add exactly: the probe rows' column sum.
+    assert_grad_bias_close(grad_bias, derivative.sum(0), derivative, sparse[probes], u)
+    assert_bias_gelu_grad_x_close(grad_x[probes], derivative, sparse[probes], rows_x, bias)
     not_probed = torch.ones(rows, dtype=torch.bool, device=device)
     not_probed[probes] = False
     for lo, hi in _row_spans(rows, cols, chunk):
@@ -380,13 +380,15 @@ def _check_norm(
     we = weight.detach().cpu()
     be = bias.detach().cpu() if centered else None
     if centered:
-        assert_close_tol(out_edge, layer_norm_reference(xe, we, be, 0.0))
+        assert_layer_norm_out_close(
+            out_edge, layer_norm_reference(xe, we, be, 0.0), xe, we, be, 0.0
+        )
         ref = float64_grads(lambda a, w, b: F.layer_norm(a, (cols,), w, b, 0.0), ge, xe, we, be)
         assert_layer_norm_grad_x_close(grad_x[edge].cpu(), ref[0], xe, we, ge, 0.0)
     else:
-        assert_close_tol(out_edge, rms_norm_reference(xe, we, 0.0))
+        assert_rms_norm_out_close(out_edge, rms_norm_reference(xe, we, 0.0), xe, we, 0.0)
         ref = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, 0.0), ge, xe, we)
-        assert_close_tol(grad_x[edge].cpu(), ref[0])
+        assert_rms_norm_grad_x_close(grad_x[edge].cpu(), ref[0], xe, we, ge, 0.0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -479,17 +481,34 @@ def _check_lltm_gates(batch: int, state: int, dtype: torch.dtype, device: str, c
     grad_cell = _filled((batch, state), dtype, device, chunk, pattern(47))
     d_gates, d_cell = torch.autograd.grad((new_h, new_cell), (gates, old_cell), (grad_h, grad_cell))
     for lo, hi in _row_spans(batch, 3 * state, chunk):
-        g32 = gates.detach()[lo:hi].float().requires_grad_()
-        c32 = old_cell.detach()[lo:hi].float().requires_grad_()
-        ref_h, ref_cell = _lltm_gates_eager(g32, c32)
-        where = f"lltm gates rows [{lo}, {hi})"
-        _assert_close(new_h.detach()[lo:hi], ref_h, where)
-        _assert_close(new_cell.detach()[lo:hi], ref_cell, where)
+        # Against float64 math on each span, within the gate kernels' derived bounds.
+        g64 = gates.detach()[lo:hi].double().requires_grad_()
+        c64 = old_cell.detach()[lo:hi].double().requires_grad_()
+        ref_h, ref_cell = _lltm_gates_eager(g64, c64)
         ref_dg, ref_dc = torch.autograd.grad(
-            (ref_h, ref_cell), (g32, c32), (grad_h[lo:hi].float(), grad_cell[lo:hi].float())
+            (ref_h, ref_cell), (g64, c64), (grad_h[lo:hi].double(), grad_cell[lo:hi].double())
         )
-        _assert_close(d_gates[lo:hi], ref_dg, f"d_gates {where}")
-        _assert_close(d_cell[lo:hi], ref_dc, f"d_old_cell {where}")
+        expected = {
+            "new_h": ref_h.detach(),
+            "new_cell": ref_cell.detach(),
+            "d_gates": ref_dg,
+            "d_old_cell": ref_dc,
+        }
+        allowed = gate_ops_allowed(
+            gates.detach()[lo:hi],
+            old_cell.detach()[lo:hi],
+            grad_h[lo:hi],
+            grad_cell[lo:hi],
+            expected,
+        )
+        actual = {
+            "new_h": new_h.detach()[lo:hi],
+            "new_cell": new_cell.detach()[lo:hi],
+            "d_gates": d_gates[lo:hi],
+            "d_old_cell": d_cell[lo:hi],
+        }
+        for name, value in actual.items():
+            assert_within(value, expected[name], allowed[name], f"{name} rows [{lo}, {hi})")
 
 
 def test_lltm_gates_design_on_cpu() -> None:
@@ -576,18 +595,21 @@ def test_long_rows_near_2_pow_18(op: str, cols: int, dtype: torch.dtype) -> None
     x, weight = leaves[0], leaves[1]
     if op == "layer_norm":
         bias = leaves[2]
-        assert_close_tol(out, layer_norm_reference(x, weight, bias, 1e-5))
+        assert_layer_norm_out_close(
+            out, layer_norm_reference(x, weight, bias, 1e-5), x, weight, bias, 1e-5
+        )
         ref = float64_grads(
             lambda a, w, b: F.layer_norm(a, (cols,), w, b, 1e-5), grad, x, weight, bias
         )
         assert_layer_norm_grad_x_close(grads[0], ref[0], x, weight, grad, 1e-5)
-        assert_column_sum(grads[2], ref[2], 3)
+        assert_norm_bias_grad_close(grads[2], ref[2], grad)
+        assert_layer_norm_grad_weight_close(grads[1], ref[1], x, grad, 1e-5)
     else:
         eps = RMS_NORM_EPS  # the description's call, spec.call, passes it
-        assert_close_tol(out, rms_norm_reference(x, weight, eps))
+        assert_rms_norm_out_close(out, rms_norm_reference(x, weight, eps), x, weight, eps)
         ref = float64_grads(lambda a, w: F.rms_norm(a, (cols,), w, eps), grad, x, weight)
         assert_rms_norm_grad_x_close(grads[0], ref[0], x, weight, grad, eps)
-    assert_column_sum(grads[1], ref[1], 3)
+        assert_rms_norm_grad_weight_close(grads[1], ref[1], x, grad, eps)
 
 
 # ------------------------------------------------------------------ the checks can fail

@@ -23,6 +23,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from _bias_gelu_bounds import assert_grad_bias_close
+from _elementwise_bounds import assert_bound_is_sound_and_tight
 from _helpers import randn
 from _linear_gelu_bounds import assert_bound, backward_bounds, forward_bound
 from _lltm_bounds import (
@@ -34,9 +35,11 @@ from _lltm_bounds import (
 from _norm_helpers import (
     assert_layer_norm_grad_weight_close,
     assert_layer_norm_grad_x_close,
+    assert_layer_norm_out_close,
     assert_norm_bias_grad_close,
     assert_rms_norm_grad_weight_close,
     assert_rms_norm_grad_x_close,
+    assert_rms_norm_out_close,
     assert_unbiased,
     assert_within,
     float64_grads,
@@ -47,7 +50,9 @@ from _softmax_bounds import (
     assert_softmax_grad_close,
 )
 from opspecs.bias_gelu import reference_grads as bias_gelu_reference_grads
+from opspecs.layer_norm import reference as layer_norm_reference
 from opspecs.lltm import float64_results, make_inputs
+from opspecs.rms_norm import reference as rms_norm_reference
 
 import wheelops
 
@@ -406,3 +411,37 @@ def test_softmax_checks_fail_a_wrong_result(rows, cols, dtype):
     for kernel, expected, check in checks.values():
         check(kernel, expected)
         assert_rejects_systematic_errors(check, expected, dtype, cols)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize(
+    ("rows", "cols", "dtype"),
+    [
+        # The norm tests' largest rows (test_scale's 262152 columns are checked on rows of
+        # the same kind) and the GPU tests' benchmark shape.
+        pytest.param(3, 262152, torch.float32, id="3x262152-fp32"),
+        pytest.param(3, 262152, torch.bfloat16, id="3x262152-bf16"),
+        pytest.param(4096, 1024, torch.bfloat16, id="4096x1024-bf16"),
+        pytest.param(4096, 1024, torch.float16, id="4096x1024-fp16"),
+        pytest.param(4096, 1024, torch.float64, id="4096x1024-fp64"),
+    ],
+)
+def test_norm_output_bounds_pass_the_correctly_rounded_result_and_fail_a_systematic_error(
+    op, rows, cols, dtype
+):
+    x, weight, bias, _ = _norm_inputs(rows, cols, dtype, 1)
+    if op == "layer_norm":
+        expected = layer_norm_reference(x, weight, bias, 1e-5)
+
+        def check(a: torch.Tensor) -> None:
+            assert_layer_norm_out_close(a, expected, x, weight, bias, 1e-5)
+
+        check(wheelops.layer_norm(x, weight, bias, 1e-5))
+    else:
+        expected = rms_norm_reference(x, weight, 1e-6)
+
+        def check(a: torch.Tensor) -> None:
+            assert_rms_norm_out_close(a, expected, x, weight, 1e-6)
+
+        check(wheelops.rms_norm(x, weight, 1e-6))
+    assert_bound_is_sound_and_tight(check, expected, dtype)

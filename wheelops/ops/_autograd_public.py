@@ -11,7 +11,9 @@ Two public pieces, each where it alone is right:
 - each raw op, ``torch.ops.wheelops.*`` (what a torch.compile graph calls), gets
   ``torch.library.register_autograd``: reverse mode, with the same formulas and the
   same refusals. register_autograd has no forward mode, and a tangent through it comes
-  out as zero, so the ops' own calls never go through it outside a trace.
+  out as zero, so the ops' own calls never go through it outside a trace, and a raw op
+  given a tangent (torch.autograd.forward_ad, torch.func.jvp) refuses it, naming the
+  wheelops function that serves it (_Fragment), rather than return that zero.
 
 It costs more host time per call than the fast layer: no public API tells whether a
 torch.func transform or a dual level is active, so the Function is applied on every call
@@ -25,10 +27,56 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd.forward_ad import unpack_dual
 
 from wheelops.ops._unsupported import Formula, unsupported
 
-_LIBRARY = torch.library.Library("wheelops", "FRAGMENT")  # kept alive: it holds the kernels
+
+class _Fragment(torch.library.Library):
+    """wheelops' library fragment, whose Autograd kernels (register_autograd's, the one
+    kind it is given) first refuse an argument that carries a forward-mode tangent.
+
+    register_autograd's kernel runs an op below autograd when nothing requires grad, so a
+    tangent would come out as zero. forward_ad.unpack_dual (public) sees a tangent of
+    torch.autograd.forward_ad and of torch.func.jvp alike here; inside a wheelops
+    Function's forward, where torch turns forward mode off, it sees none, so the ops' own
+    calls pass. register_autograd registers its kernel through ``lib.impl``; a torch that
+    registered it otherwise would fail test_derivatives' raw-op forward-mode test, which
+    the derivative suite's public-layer run (test_autograd_layers) holds this layer to."""
+
+    def impl(self, op_name: Any, fn: Any, dispatch_key: str = "", *args: Any, **kwargs: Any) -> Any:
+        if dispatch_key == "Autograd" and isinstance(op_name, str):
+            fn = _refusing_tangents(op_name, fn)
+        return super().impl(op_name, fn, dispatch_key, *args, **kwargs)
+
+
+def _refusing_tangents(op: str, kernel: Any) -> Any:
+    def refusing(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, torch.Tensor) and unpack_dual(value).tangent is not None:
+                raise RuntimeError(_no_forward_mode(op))
+        return kernel(keyset, *args, **kwargs)
+
+    return refusing
+
+
+def _no_forward_mode(op: str) -> str:
+    """Why a raw op refuses a tangent, and which wheelops function to call instead."""
+    from wheelops import ops
+
+    # The op's public function: the longest one whose name starts the op's (lltm for
+    # lltm_gates, relu_scale for relu_scale_with_mask and relu_scale_backward).
+    public = max((f for f in ops.__all__ if op.startswith(f)), key=len, default=op)
+    return (
+        f"torch.ops.wheelops.{op} was given a forward-mode AD tangent "
+        "(torch.autograd.forward_ad or torch.func.jvp), which a raw op does not support on "
+        "the public-API autograd layer (WHEELOPS_AUTOGRAD=public, or a torch without the "
+        "internals of the fast layer: `python -m wheelops` says which): call "
+        f"wheelops.{public}, which supports forward mode"
+    )
+
+
+_LIBRARY = _Fragment("wheelops", "FRAGMENT")  # kept alive: it holds the kernels
 
 # Each op's Function, and whether it runs an op that returns more (forward_with).
 _FUNCTIONS: dict[Any, tuple[type, bool]] = {}

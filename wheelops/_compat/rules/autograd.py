@@ -39,7 +39,7 @@ def autograd_finding(facts: AutogradFacts) -> Finding:
         f"the public-API autograd layer serves the ops ({why}). The wheelops functions and "
         "modules keep every derivative (reverse and forward mode, torch.func, second "
         "derivatives where an op has them) at more host time per call; a raw "
-        "torch.ops.wheelops.* call (what a torch.compile graph makes) has reverse mode only: "
-        "torch.library.register_autograd's, through which a tangent comes out as zero"
+        "torch.ops.wheelops.* call (what a torch.compile graph makes) has reverse mode only "
+        "(torch.library.register_autograd's) and refuses a forward-mode tangent"
     )
     return Finding("autograd", Status.DEGRADED, build, runtime, message, fix)
