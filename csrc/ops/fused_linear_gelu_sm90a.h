@@ -2,7 +2,7 @@
 // bias and applies the exact (erf) GELU in float32 before rounding, writing the
 // pre-activation too when the backward needs it. cuBLASLt has no erf GELU epilogue.
 //
-// Compiled for sm_90a only (build_tools/native_sources.py: `*_sm90a.cu`), with no torch
+// Compiled for sm_90a only (build_tools/compile/native_sources.py: `*_sm90a.cu`), with no torch
 // headers, so that its CUTLASS templates cost one device pass per CUDA library. The
 // library defines WHEELOPS_SM90A_KERNELS where this file's object is linked into it.
 #pragma once

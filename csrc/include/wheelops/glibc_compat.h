@@ -1,4 +1,4 @@
-// Force-included into every translation unit (build_tools/flags.py) so that the
+// Force-included into every translation unit (build_tools/compile/flags.py) so that the
 // libraries need nothing newer than glibc 2.28 (manylinux_2_28) even when built
 // on a newer system, such as a developer's machine or CI outside the images.
 //
