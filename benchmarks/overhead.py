@@ -105,29 +105,6 @@ def _forward_backward(
     return lambda: torch.autograd.grad(as_tuple(fn(*leaves)), wrt, grads)
 
 
-def per_call_us(
-    fn: Callable[[], object],
-    device: torch.device,
-    calls: int,
-    no_grad: bool = False,
-    rounds: int = ROUNDS,
-) -> float:
-    """Best of `rounds` rounds of `calls` calls, in µs per call, the device synchronized
-    after each round (the user's clock: benchmarks.user_loop times with it too)."""
-    best = float("inf")
-    with torch.no_grad() if no_grad else torch.enable_grad():
-        for _ in range(max(calls // 10, 1)):  # warm-up: caches, allocator, first launches
-            fn()
-        _synchronize(device)
-        for _ in range(rounds):
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            _synchronize(device)
-            best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
-
-
 def _interleaved_us(
     steps: dict[str, Callable[[], object]],
     device: torch.device,
@@ -135,29 +112,30 @@ def _interleaved_us(
     no_grad: bool,
     rounds: int = ROUNDS,
 ) -> dict[str, float]:
-    """`per_call_us` of each step, their rounds taken in turn: on a shared host (CI's, a
-    loaded CPU) load that comes and goes then weighs on both sides of the ratio alike."""
-    best = dict.fromkeys(steps, float("inf"))
+    """`interleaved_us` on one CPU thread where the device is the CPU: on a shared host
+    (CI's, a loaded CPU) load that comes and goes then weighs on both sides alike."""
     # On the CPU, one thread: a 1x64 op has no work to share, and on a loaded host a woken
     # thread pool (lltm's GEMMs) made a call vary 10x from round to round.
     threads = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(1)
     try:
-        _rounds(steps, device, calls, no_grad, rounds, best)
+        return interleaved_us(steps, device, calls, no_grad, rounds)
     finally:
         torch.set_num_threads(threads)
-    return best
 
 
-def _rounds(
+def interleaved_us(
     steps: dict[str, Callable[[], object]],
     device: torch.device,
     calls: int,
-    no_grad: bool,
-    rounds: int,
-    best: dict[str, float],
-) -> None:
+    no_grad: bool = False,
+    rounds: int = ROUNDS,
+) -> dict[str, float]:
+    """Best of `rounds` rounds of `calls` calls of each step, in µs per call, the device
+    synchronized after each round, the steps' rounds taken in turn (the user's clock:
+    benchmarks.user_loop times its implementations so), at torch's own thread count."""
+    best = dict.fromkeys(steps, float("inf"))
     with torch.no_grad() if no_grad else torch.enable_grad():
         for fn in steps.values():
             for _ in range(max(calls // 10, 1)):  # warm-up: caches, allocator, first launches
@@ -170,6 +148,7 @@ def _rounds(
                     fn()
                 _synchronize(device)
                 best[name] = min(best[name], (time.perf_counter() - start) / calls * 1e6)
+    return best
 
 
 def _synchronize(device: torch.device) -> None:

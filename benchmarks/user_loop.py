@@ -16,7 +16,8 @@ call) and forward+backward (torch.autograd.grad of the output):
   where it takes it.
 
 Each cell is microseconds per call: the best of ``--rounds`` rounds of ``--calls`` calls
-after a warm-up, synchronized once per round. Columns: eager (the PyTorch a user writes),
+after a warm-up, synchronized once per round, the implementations' rounds taken in turn
+(a host whose speed drifts weighs on each alike). Columns: eager (the PyTorch a user writes),
 compile (torch.compile of it) and wheelops, and wheelops' speed-up over each; where
 Liger-Kernel is importable on CUDA (peers.py), liger too, for the ops it has, once its
 forward matched the float64 reference as run.py checks it (otherwise its cell says
@@ -39,7 +40,7 @@ import wheelops
 from . import environment
 from .cases import OPS, SEED, dtype_name
 from .measure import peer_rule, rule_of
-from .overhead import per_call_us
+from .overhead import interleaved_us
 from .peers import Liger, Peer, load_liger
 from .verify import float64_inputs, mismatch
 
@@ -114,7 +115,9 @@ def time_impls(
             shape,
             dtype_name(dtype),
             pass_,
-            {impl: per_call_us(timed[impl][pass_], device, calls, rounds=rounds) for impl in timed},
+            interleaved_us(
+                {impl: steps[pass_] for impl, steps in timed.items()}, device, calls, rounds=rounds
+            ),
         )
         for pass_ in PASSES
     ]
@@ -195,10 +198,8 @@ def other_op_rows(
                 problems[PEER] = problem
         label = spec.benchmark.label(shape)
         if spec.derivatives is None:
-            timed = {
-                impl: per_call_us(lambda f=fn, a=args: f(*a), device, calls, rounds=rounds)
-                for impl, fn in impls.items()
-            }
+            steps = {impl: (lambda f=fn, a=args: f(*a)) for impl, fn in impls.items()}
+            timed = interleaved_us(steps, device, calls, rounds=rounds)
             rows.append(Row(spec.name, label, dtype_name(dtype), "forward", timed, problems))
             continue
         rows += [
