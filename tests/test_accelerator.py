@@ -1,4 +1,4 @@
-"""The optional autograd accelerator (wheelops/ops/_accel.py, csrc/accel/; DESIGN.md 13):
+"""The optional autograd accelerator (wheelops/ops/_accel.py, accelerator/; DESIGN.md 13):
 where it serves, each accelerated op gives bit for bit what its own Python path gives,
 values and gradients, and hands every call it declines (keywords, subclasses, transforms,
 bad arguments) to that path; where it is off, absent or cannot load, the Python path
@@ -98,7 +98,7 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def accelerator(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The accelerator for this torch, built from the checkout by build_tools.compile.accelerator
     (torch's headers for this version come from PyPI)."""
-    if not (REPO / "csrc" / "accel").is_dir():
+    if not (REPO / "accelerator").is_dir():
         pytest.skip("needs the source checkout")
     if not _pypi_reachable():
         pytest.skip("needs PyPI, for this torch's headers")

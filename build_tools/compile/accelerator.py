@@ -1,4 +1,4 @@
-"""The optional autograd accelerator (DESIGN.md 13; csrc/accel/, wheelops/ops/_accel.py):
+"""The optional autograd accelerator (DESIGN.md 13; accelerator/, wheelops/ops/_accel.py):
 one library per torch version of the matrix, each compiled against that version's own
 headers, outside the stable ABI.
 
@@ -155,7 +155,7 @@ def _soname_stubs(directory: Path, cc: str) -> Path:
 
 def _source_digest(cxx: str) -> str:
     digest = hashlib.sha256(" ".join([cxx, *CXX_FLAGS, *LINK_FLAGS]).encode())
-    for source in sorted(native_sources.CSRC.joinpath("accel").iterdir()):
+    for source in sorted(native_sources.ACCEL_DIR.iterdir()):
         digest.update(source.name.encode() + source.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -10,8 +10,10 @@ from build_tools import ROOT
 
 CSRC = ROOT / "csrc"
 INCLUDE_DIR = CSRC / "include"
-# The optional autograd accelerator: built per torch version, outside the stable ABI.
-ACCEL_SOURCES = sorted((CSRC / "accel").glob("*.cpp"))
+# The optional autograd accelerator: built per torch version, outside the stable ABI, so
+# outside csrc/ (whose every file is on it).
+ACCEL_DIR = ROOT / "accelerator"
+ACCEL_SOURCES = sorted(ACCEL_DIR.glob("*.cpp"))
 
 
 def _sources(root: Path, suffix: str) -> list[Path]:

@@ -1,11 +1,11 @@
-"""The optional autograd accelerator (DESIGN.md 13): csrc/accel/autograd_accel.cpp, built
+"""The optional autograd accelerator (DESIGN.md 13): accelerator/autograd_accel.cpp, built
 for one exact torch version and CPython, serves the eager calls of the ops a training loop
 calls most; the stable-ABI layer (_autograd_fast.py) serves everything else, and every
 call where this module finds no accelerator for the running torch.
 
 A wheel carries one build per torch version it was made for, at
 ``wheelops/_accel/torch<version>/wheelops_accel.abi3.so``: one library for every CPython
-from 3.10 (CPython's limited API, but for the few lines of csrc/accel/python_tensor.cpp,
+from 3.10 (CPython's limited API, but for the few lines of accelerator/python_tensor.cpp,
 which read fields whose offsets every CPython shares). It is loaded only where
 ``<version>`` equals this torch's own, without its local label (the C++ autograd API it
 uses is the same in the CPU and CUDA builds of one version); any failure to load it
