@@ -21,12 +21,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def checkout_copy(tmp_path: Path) -> Path:
-    """csrc/, build_tools/ and wheelops/ without libraries or build facts, so that dev mode
-    is what loads the ops there."""
+    """csrc/, accelerator/, build_tools/ and wheelops/ without libraries or build facts, so
+    that dev mode is what builds and loads the ops there."""
     if not (REPO / "csrc").is_dir():
         pytest.skip("needs the source checkout")
     copy = tmp_path / "checkout"
-    for name in ("csrc", "build_tools", "wheelops"):
+    for name in ("csrc", "accelerator", "build_tools", "wheelops"):
         shutil.copytree(
             REPO / name, copy / name, ignore=shutil.ignore_patterns("*.so", "_build_info.json")
         )
