@@ -10,6 +10,8 @@ the saved output y: dot = sum of g * y, then y * (g - dot), rounded once.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from _norm_helpers import (
     LAMBDA,
@@ -136,3 +138,44 @@ def assert_softmax_grad_close(grad_x, x, grad, dim: int = -1) -> None:
     error = torch.nan_to_num(error, nan=0.0) + _flush(x.dtype)
     allowed = allowance(expected, error, grad_x.dtype).movedim(-1, dim)
     _assert_within_nan(grad_x, expected.movedim(-1, dim), allowed, "softmax grad_x")
+
+
+# ---------------------------------------------------------------- second derivative
+
+
+def second_derivative_error(x: torch.Tensor, weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """|error| of one float64 evaluation of d/dx sum(g1^2), g1 = softmax_backward(w, y),
+    y = softmax(x) (test_derivative_properties' second derivative), wheelops' or eager's.
+
+    As written on either side: g1 = y (w - sum(w y)), gg = 2 g1 (exact), the double
+    backward gy = gg (w - sum(w y)) - w sum(gg y) (eager: w gg - sum(y w) gg - w sum(y gg)),
+    then h = y (gy - sum(gy y)). Expanded, h is a sum of products of w and y, each product
+    carrying at most 5 factors of y (each within y's relative error e, forward_error's,
+    its row's largest) and 3n + 6 roundings (three n-term dots, six elementwise steps on
+    its longest path): |error| <= ((1 + e)^5 (1 + u)^(3n + 6) - 1) M, M the formula on |w|
+    with every subtraction an addition (the sizes of the terms that cancel), itself
+    computed from the float64 y in 3n + 6 roundings of positive terms: one more factor.
+    """
+    u = compute_unit(torch.float64)
+    y, relative, _ = forward_error(x.double(), dim)
+    y, relative = y.movedim(dim, -1), relative.movedim(dim, -1)
+    a = weights.double().movedim(dim, -1).abs()
+    if y.numel() == 0:
+        return torch.zeros_like(y).movedim(-1, dim)
+    n = y.shape[-1]
+    a_y = (a * y).sum(-1, keepdim=True)
+    gg = 2 * y * (a + a_y)
+    gy = gg * (a + a_y) + a * (gg * y).sum(-1, keepdim=True)
+    terms = y * (gy + (gy * y).sum(-1, keepdim=True))
+    e = relative.amax(-1, keepdim=True)
+    growth = torch.exp(5 * torch.log1p(e) + (3 * n + 6) * math.log1p(u))
+    return ((growth - 1) * growth * terms).movedim(-1, dim)
+
+
+def assert_second_derivative_close(
+    actual: torch.Tensor, expected: torch.Tensor, x: torch.Tensor, weights: torch.Tensor, dim: int
+) -> None:
+    """One float64 second derivative (second_derivative_error) against another: each
+    within its error of the exact one, so twice it apart."""
+    allowed = 2 * second_derivative_error(x, weights, dim)
+    assert_within(actual.double(), expected.double(), allowed, "softmax second derivative")

@@ -1,11 +1,15 @@
 """Property tests (hypothesis) of every op's derivatives beyond the first backward:
 forward-mode AD (torch.func.jvp) against eager's JVP in float64, second
-derivatives against eager's (or the op's clear refusal), and gradients at NaN
+derivatives against eager's within derived bounds (or the op's clear refusal), and
+gradients at NaN
 inputs against eager's, over drawn shapes, memory layouts and values (issue #14).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import opspecs
 import pytest
 import torch
@@ -13,6 +17,7 @@ from _benchmark_rule import assert_within_rule, rule_of
 from _helpers import DEVICES, randn
 from _jvp_bounds import assert_tangents_close
 from _op_catalog import DERIVATIVE_SAMPLES, outputs
+from _softmax_bounds import assert_second_derivative_close
 from _strategies import apply_layout, layouts, seeds, shapes, sizes
 from hypothesis import given
 from hypothesis import strategies as st
@@ -81,6 +86,43 @@ def test_jvp_bound_passes_the_real_tangent_and_fails_a_systematic_error(
                 assert_tangents_close(name, primals, tangents, wrong, want)
 
 
+def _double_backward(
+    fn: Callable[..., object], inputs: tuple[torch.Tensor, ...], weights: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """d/d inputs of sum(g * g) over the gradients g of sum(fn(inputs)[0] * weights).
+
+    Zeros where a second derivative vanishes (add's everywhere; relu's), however autograd
+    reports it (None, zeros, or a total that needs no grad)."""
+    loss = (outputs(fn(*inputs))[0] * weights).sum()
+    grads = torch.autograd.grad(loss, inputs, create_graph=True)
+    total = sum((g * g).sum() for g in grads)
+    if not total.requires_grad:
+        return tuple(torch.zeros_like(t) for t in inputs)
+    second = torch.autograd.grad(total, inputs, allow_unused=True)
+    return tuple(
+        torch.zeros_like(t) if s is None else s for s, t in zip(second, inputs, strict=True)
+    )
+
+
+def _assert_second_derivatives_close(
+    name: str,
+    inputs: tuple[torch.Tensor, ...],
+    weights: torch.Tensor,
+    actual: tuple[torch.Tensor, ...],
+    expected: tuple[torch.Tensor, ...],
+) -> None:
+    """Each op's second derivatives (float64) against eager's within its derived bound."""
+    for a, e in zip(actual, expected, strict=True):
+        if name in ("softmax", "softmax_dim0"):
+            dim = 0 if name == "softmax_dim0" else -1
+            assert_second_derivative_close(a, e, inputs[0].detach(), weights, dim)
+        else:
+            # add and relu_scale are piecewise linear: their second derivative is zero,
+            # computed as zero on both sides (bitwise).
+            assert name in ("add", "relu_scale"), f"{name}: no second-derivative bound"
+            torch.testing.assert_close(a, e, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("spec, sample", DERIVATIVE_SAMPLES)
 @given(data=st.data())
@@ -91,32 +133,71 @@ def test_second_derivatives_match_eager_or_refuse(
         t.requires_grad_() for t in _draw_inputs(data, spec, sample, device, torch.float64)
     )
     weights = randn(outputs(sample.eager(*inputs))[0].shape, torch.float64, device, seed=1)
-
-    def double_backward(fn):
-        # Zeros where a second derivative vanishes (add's everywhere; relu's), however
-        # autograd reports it (None, zeros, or a total that needs no grad).
-        grads = torch.autograd.grad(
-            (outputs(fn(*inputs))[0] * weights).sum(), inputs, create_graph=True
-        )
-        total = sum((g * g).sum() for g in grads)
-        if not total.requires_grad:
-            return tuple(torch.zeros_like(t) for t in inputs)
-        second = torch.autograd.grad(total, inputs, allow_unused=True)
-        return tuple(
-            torch.zeros_like(t) if s is None else s for s, t in zip(second, inputs, strict=True)
-        )
-
     if not spec.derivatives.second:
         with pytest.raises(
             NotImplementedError, match=f"wheelops.{spec.derivatives.backward_op} does not"
         ):
-            double_backward(sample.call)
+            _double_backward(sample.call, inputs, weights)
         return
-    # Not yet derived (issue 42): the benchmark's rule, of the result's rms, is too tight
-    # where softmax's second derivative cancels (1.03x it at a drawn 48-wide row); its
-    # terms' size, as its first derivative has (Rule.terms), would bound it.
-    for g, w in zip(double_backward(sample.call), double_backward(sample.eager), strict=True):
-        torch.testing.assert_close(g, w, atol=1e-10, rtol=1e-8)
+    # softmax's cancels: its bound is of its terms' size (_softmax_bounds).
+    _assert_second_derivatives_close(
+        spec.sample_name(sample),
+        inputs,
+        weights,
+        _double_backward(sample.call, inputs, weights),
+        _double_backward(sample.eager, inputs, weights),
+    )
+
+
+SECOND_DERIVATIVE_CASES = [
+    pytest.param(spec, sample, id=spec.sample_name(sample))
+    for spec, sample in (p.values for p in DERIVATIVE_SAMPLES)
+    if spec.derivatives.second
+]
+
+
+def _second_derivative_long_double(x: torch.Tensor, weights: torch.Tensor, dim: int) -> np.ndarray:
+    """softmax's second derivative (as _double_backward takes it) in long double: 64-bit
+    significands where float64 has 53, so within 2**-11 of a float64 rounding of it."""
+    x_l = np.moveaxis(x.detach().double().numpy().astype(np.longdouble), dim, -1)
+    w = np.moveaxis(weights.double().numpy().astype(np.longdouble), dim, -1)
+    e = np.exp(x_l - x_l.max(-1, keepdims=True))
+    y = e / e.sum(-1, keepdims=True)
+    d = w - (w * y).sum(-1, keepdims=True)
+    gg = 2 * y * d
+    gy = gg * d - w * (gg * y).sum(-1, keepdims=True)
+    return np.moveaxis(y * (gy - (gy * y).sum(-1, keepdims=True)), -1, dim)
+
+
+@pytest.mark.parametrize("spec, sample", SECOND_DERIVATIVE_CASES)
+def test_second_derivative_bound_passes_the_correct_result_and_fails_a_systematic_error(
+    spec: OpSpec, sample: Sample
+) -> None:
+    # At the largest drawn shape: wheelops' CPU second derivative and the correctly
+    # rounded one (from long double) pass against eager's; 1e-6 off either way fails.
+    assert np.finfo(np.longdouble).nmant >= 63, "long double is float64 here: no reference"
+    name = spec.sample_name(sample)
+    inputs = tuple(
+        t.requires_grad_()
+        for t in spec.inputs(LARGEST_JVP_SHAPE, torch.float64, "cpu", 0, sample=sample)
+    )
+    weights = randn(outputs(sample.eager(*inputs))[0].shape, torch.float64, "cpu", seed=1)
+    eager = _double_backward(sample.eager, inputs, weights)
+    _assert_second_derivatives_close(
+        name, inputs, weights, _double_backward(sample.call, inputs, weights), eager
+    )
+    if name in ("add", "relu_scale"):  # zero: no error can scale it
+        assert all(not e.any() for e in eager)
+        return
+    dim = 0 if name == "softmax_dim0" else -1
+    exact = _second_derivative_long_double(inputs[0], weights, dim)
+    _assert_second_derivatives_close(
+        name, inputs, weights, (torch.from_numpy(exact.astype(np.float64)),), eager
+    )
+    for factor in ("1.000001", "0.999999"):
+        wrong = torch.from_numpy((exact * np.longdouble(factor)).astype(np.float64))
+        with pytest.raises(AssertionError, match="off by"):
+            _assert_second_derivatives_close(name, inputs, weights, (wrong,), eager)
 
 
 # The default call of each op whose gradients at NaN inputs are eager's element by element.
