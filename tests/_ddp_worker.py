@@ -97,6 +97,30 @@ def train(
         optimizer.step()
 
 
+def train_as_ranks(devices: list[torch.device]) -> torch.nn.Module:
+    """What DDP computes from ``train(..., rank, len(devices))`` on every rank, in one
+    process: each rank's model on its own device (the same kernels as its rank's), each
+    shard's gradients times 1 / world_size (DDP's reducer, exact for two ranks), summed
+    (the all-reduce: for two ranks one float64 addition, the same in either order and on
+    any device), then the same SGD step on each. Returns rank 0's model."""
+    assert len(devices) == 2, "more ranks: the all-reduce's order of additions is NCCL's"
+    rows = BATCH // len(devices)
+    models = [WheelopsNet().to(device) for device in devices]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=LR) for m in models]
+    for x, target in make_batches():
+        shards = []
+        for rank, (model, device) in enumerate(zip(models, devices, strict=True)):
+            shard = slice(rank * rows, (rank + 1) * rows)
+            loss = loss_fn(model(x[shard].to(device)), target[shard].to(device))
+            grads = torch.autograd.grad(loss, list(model.parameters()))
+            shards.append([(g * (1 / len(devices))).cpu() for g in grads])
+        for model, optimizer, device in zip(models, optimizers, devices, strict=True):
+            for p, first, second in zip(model.parameters(), *shards, strict=True):
+                p.grad = (first + second).to(device)
+            optimizer.step()
+    return models[0]
+
+
 def _load_native() -> None:
     # Against a source tree (dev mode) the ops are JIT-built on first use, as
     # conftest.py does for the parent; an installed wheel loaded them at import.
