@@ -3,50 +3,29 @@
 Every op of the catalogue runs at one size (``ROWS x COLS``) in its first dtype
 (float32 for the float ops). Results are checked two ways:
 
-* against PyTorch eager in float64 on the host (``eager_reference``), with a
-  float32 tolerance: the answer is right, not just repeatable;
+* against PyTorch eager in float64 on the host (``eager_reference``), within the
+  benchmark's derived rule (tests/_benchmark_rule.py; torch's default float32
+  GEMMs, TF32 off, as lltm's own tests assume): the answer is right, not just
+  repeatable;
 * against the same wheelops call made the plain way (``assert_same_kernels``):
   bit for bit, since the same kernels with the same launch shapes ran on the
   same values. Launch shapes depend on the GPU's SM count, so two GPUs of
-  different models only get a tight tolerance.
+  different models are each held to the rule alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
+from _benchmark_rule import rules, verify
 from _op_catalog import forward_backward, grad_leaves, outputs
 from opspecs._spec import OpSpec
 
 ROWS, COLS = 256, 384
-
-
-# Ops whose results also depend on a GEMM of torch's (cuBLAS; OpSpec.torch_gemms).
-# cuBLAS promises bitwise-reproducible results only for one active stream with one
-# workspace (cuBLAS docs, "Results reproducibility"); PyTorch gives each stream its
-# own workspace of the same size, which should pick the same algorithm, but the
-# tests do not bet on a library we do not own: these get a tight tolerance
-# instead of bitwise equality.
-
-# float32 against a float64 reference: sums over a few hundred rows (the weight
-# and bias grads) carry a few 1e-6 of rounding; garbage or stale memory is far off.
-_F32_ATOL, _F32_RTOL = 1e-4, 1e-4
-# What a torch GEMM gets where float32 matmuls may use TF32 (10-bit mantissa):
-# allowed in-process, or forced by the environment (NGC containers set it).
-_TF32_TOL = 5e-3
-
-
-def _tf32_possible() -> bool:
-    return (
-        torch.backends.cuda.matmul.allow_tf32
-        or torch.get_float32_matmul_precision() != "highest"
-        or os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1"
-    )
 
 
 def tensors(values: Sequence[object]) -> list[torch.Tensor]:
@@ -80,63 +59,53 @@ def _reference_arg(a: object) -> object:
 
 def eager_reference(
     spec: OpSpec, args: tuple, out_grads: Sequence[torch.Tensor]
-) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-    """PyTorch eager's outputs and input grads, in float64 on the host."""
+) -> tuple[
+    tuple[tuple[torch.Tensor, ...], verify.Rule], tuple[tuple[torch.Tensor, ...], verify.Rule]
+]:
+    """PyTorch eager's outputs and input grads, in float64 on the host, each with the
+    benchmark's derived rule for wheelops' results of them (tests/_benchmark_rule.py:
+    the op's own sums, its float32 roundings, its cancelling gradients' terms)."""
     ref_args = tuple(_reference_arg(a) for a in args)
+    device = str(next(a.device for a in args if isinstance(a, torch.Tensor)))
     with torch.enable_grad():
         outs = outputs(spec.answer(*ref_args))
         leaves = grad_leaves(ref_args)
         grads: tuple[torch.Tensor, ...] = ()
+        grad_rule = out_rule = rules(spec, (ROWS, COLS), args, device)
         if leaves:
             ref_grads = [g.detach().cpu().double() for g in out_grads]
             grads = torch.autograd.grad(outs, leaves, ref_grads)
-    return tuple(o.detach() for o in outs), tuple(grads)
+            grad_rule = rules(spec, (ROWS, COLS), args, device, out_grads)
+    return (tuple(o.detach() for o in outs), out_rule), (tuple(grads), grad_rule)
 
 
 def assert_matches_eager(
-    spec: OpSpec, actual: Sequence[torch.Tensor], expected: Sequence[torch.Tensor], what: str = ""
+    actual: Sequence[torch.Tensor],
+    expected: Sequence[torch.Tensor],
+    rule: verify.Rule,
+    what: str = "",
 ) -> None:
-    """actual (any device) against eager_reference's tensors."""
+    """actual (any device) within the rule of eager_reference's tensors (integer results:
+    equal), as the benchmark checks a result."""
     assert len(actual) == len(expected), what
-    atol, rtol = _F32_ATOL, _F32_RTOL
-    if spec.torch_gemms and _tf32_possible():
-        atol = rtol = _TF32_TOL
-    for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-        a = a.detach().cpu()
+    got = [a.detach().cpu() for a in actual]
+    for i, (a, e) in enumerate(zip(got, expected, strict=True)):
         assert a.shape == e.shape, f"{what} [{i}]: shape {list(a.shape)} != {list(e.shape)}"
-        if e.dtype == torch.float64:
-            torch.testing.assert_close(
-                a.double(),
-                e,
-                atol=atol,
-                rtol=rtol,
-                msg=lambda m, i=i: f"{what} [{i}]: {m}",
-            )
-        else:  # integer ops: eager's answer is exact, and so must ours be
-            torch.testing.assert_close(
-                a, e, atol=0, rtol=0, msg=lambda m, i=i: f"{what} [{i}]: {m}"
-            )
+    problem = verify.mismatch(got, got, list(expected), rule)
+    assert problem is None, f"{what}: {problem}"
 
 
 def assert_same_kernels(
-    spec: OpSpec,
-    actual: Sequence[torch.Tensor],
-    expected: Sequence[torch.Tensor],
-    what: str = "",
-    exact: bool = True,
+    actual: Sequence[torch.Tensor], expected: Sequence[torch.Tensor], what: str = ""
 ) -> None:
-    """Bitwise equal (compared on the host, so the devices may differ), unless
-    `exact` is False or the op has a torch GEMM (then a float32-rounding tolerance)."""
+    """Bitwise equal (compared on the host, so the devices may differ): the same kernels
+    on the same values, torch's GEMMs too (cuBLAS: the same algorithm for the same
+    problem, GPU and workspace size, which PyTorch gives every stream alike)."""
     assert len(actual) == len(expected), what
-    exact = exact and not spec.torch_gemms
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         a, e = a.detach().cpu(), e.detach().cpu()
         assert a.dtype == e.dtype, f"{what} [{i}]: dtype {a.dtype} != {e.dtype}"
-        if exact or not a.is_floating_point():
-            tol = {"atol": 0.0, "rtol": 0.0}
-        else:
-            tol = {"atol": 1e-5, "rtol": 1e-5}
-        torch.testing.assert_close(a, e, **tol, msg=lambda m, i=i: f"{what} [{i}]: {m}")
+        torch.testing.assert_close(a, e, atol=0, rtol=0, msg=lambda m, i=i: f"{what} [{i}]: {m}")
 
 
 @contextlib.contextmanager
@@ -256,11 +225,12 @@ def check_beside_busy_default_streams(
         # The same call on the (now idle) default stream, and eager's answer.
         with torch.cuda.device(device):
             expected_outs, expected_grads = forward_backward(spec, run.args, run.out_grads)
-        assert_same_kernels(spec, run.snapshot[:n_outs], expected_outs, "outputs")
-        assert_same_kernels(spec, run.snapshot[n_outs:], expected_grads, "input grads")
-        ref_outs, ref_grads = eager_reference(spec, run.args, run.out_grads)
-        assert_matches_eager(spec, run.snapshot[:n_outs], ref_outs, "outputs")
-        assert_matches_eager(spec, run.snapshot[n_outs:], ref_grads, "input grads")
+        assert_same_kernels(run.snapshot[:n_outs], expected_outs, "outputs")
+        assert_same_kernels(run.snapshot[n_outs:], expected_grads, "input grads")
+        reference = eager_reference(spec, run.args, run.out_grads)
+        (ref_outs, out_rule), (ref_grads, grad_rule) = reference
+        assert_matches_eager(run.snapshot[:n_outs], ref_outs, out_rule, "outputs")
+        assert_matches_eager(run.snapshot[n_outs:], ref_grads, grad_rule, "input grads")
         if all(run.busy_after) or run.host_ms < sleep_ms:
             break
     assert run is not None
