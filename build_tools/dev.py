@@ -119,11 +119,14 @@ def _build_accelerator(cache: Path, verbose: bool) -> Path:
     """The optional autograd accelerator for this torch and CPython (wheelops/ops/_accel.py)."""
     from torch.utils import cpp_extension
 
+    from build_tools.compile import accelerator
+
     (cache / "accel").mkdir(parents=True, exist_ok=True)
     cpp_extension.load(
         name="wheelops_accel",
         sources=[str(p) for p in native_sources.ACCEL_SOURCES],
-        extra_cflags=["-O2"],
+        extra_cflags=["-O2", "-fvisibility=hidden"],
+        extra_ldflags=[accelerator.EXPORTS_FLAG],
         build_directory=str(cache / "accel"),
         with_cuda=False,
         is_python_module=False,

@@ -7,6 +7,7 @@ serves alone and `_accel.state()` says why."""
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 import urllib.request
@@ -14,7 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from _checkout import import_build_tools
 from _native_fixtures import installed_copy, run_python
+
+import wheelops
 
 REPO = Path(__file__).resolve().parent.parent
 TORCH = torch.__version__.split("+")[0]
@@ -96,12 +100,17 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def accelerator(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The accelerator for this torch, built from the checkout by build_tools.compile.accelerator
-    (torch's headers for this version come from PyPI)."""
+    """The accelerator for this torch: the one the installed wheel carries, else (dev mode, or
+    a torch the wheel has none for) one built from the checkout by
+    build_tools.compile.accelerator (torch's headers: this torch's own, else PyPI's)."""
+    from wheelops.ops import _accel
+
+    if _accel.expected_path().is_file():
+        return _accel.expected_path()
     if not (REPO / "accelerator").is_dir():
         pytest.skip("needs the source checkout")
-    if not _pypi_reachable():
-        pytest.skip("needs PyPI, for this torch's headers")
+    if not (Path(torch.__file__).parent / "include").is_dir() and not _pypi_reachable():
+        pytest.skip("needs this torch's headers: its include/ or PyPI's wheel")
     out = tmp_path_factory.mktemp("accel-build")
     subprocess.run(
         [
@@ -158,3 +167,52 @@ def test_a_damaged_accelerator_is_refused_and_the_python_path_serves(package, tm
     run = run_python(package, "-c", STATE, env={"WHEELOPS_ACCEL_LIBRARY": str(damaged)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().startswith("refused (ImportError"), run.stdout
+
+
+def test_a_wheel_carries_the_accelerator_for_each_torch_of_its_variant():
+    """The wheel's _accel/ holds one build per torch release its matrix variant is tested
+    with (none in a cross-built wheel), and under the torch running here, where it is one of
+    them, that build serves."""
+    info = wheelops.build_info()
+    if info.dev_mode or info.built_as is None:
+        pytest.skip("not a wheel of the matrix: dev mode builds the accelerator for its torch")
+    import_build_tools()
+    from build_tools.plan import matrix
+
+    package = Path(wheelops.__file__).parent
+    native = info.platform.endswith(platform.machine())
+    versions = matrix.matrix().variant(info.built_as).torch if native else ()
+    carried = {p.parent.name for p in (package / "_accel").glob("torch*/wheelops_accel.abi3.so")}
+    assert carried == {f"torch{v}" for v in versions}
+    run = run_python(package, "-c", STATE)
+    assert run.returncode == 0, run.stderr
+    if TORCH in versions:
+        assert run.stdout.strip() == f"loaded for torch {TORCH} from {package / '_accel'}" + (
+            f"/torch{TORCH}/wheelops_accel.abi3.so"
+        ), run.stdout
+    else:
+        assert run.stdout.strip().startswith(f"absent for torch {TORCH}"), run.stdout
+
+
+def test_the_doctor_reports_the_accelerators_state(package, accelerator, tmp_path):
+    """`python -m wheelops` names the accelerator's state: serving (ok), turned off or
+    refused (degraded, with the fix), absent for this torch (ok); the install serves in
+    every case (exit 0)."""
+    damaged = tmp_path / "wheelops_accel.abi3.so"
+    damaged.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
+    cases = [
+        ({"WHEELOPS_ACCEL_LIBRARY": str(accelerator)}, "ok", "loaded for torch", ()),
+        ({"WHEELOPS_ACCEL": "0"}, "degraded", "off (WHEELOPS_ACCEL=0)", ("unset WHEELOPS_ACCEL",)),
+        ({"WHEELOPS_ACCEL_LIBRARY": str(damaged)}, "degraded", "refused (ImportError", None),
+        ({"WHEELOPS_ACCEL_LIBRARY": str(tmp_path / "none.so")}, "ok", "absent for torch", ()),
+    ]
+    for env, status, runtime, fix in cases:
+        run = run_python(package, "-m", "wheelops", "--json", env=env)
+        assert run.returncode == 0, (env, run.stdout, run.stderr)
+        found = [f for f in json.loads(run.stdout)["findings"] if f["check"] == "accelerator"]
+        assert len(found) == 1, (env, found)
+        assert (found[0]["status"], found[0]["runtime"][: len(runtime)]) == (status, runtime)
+        if fix is None:  # a damaged library: the reinstall the install's own damage gets
+            assert found[0]["fix"] and "pip install" in found[0]["fix"][0], found[0]
+        else:
+            assert tuple(found[0]["fix"]) == fix, found[0]

@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import importlib.util
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -43,7 +45,10 @@ CXX_FLAGS = [
     "-ffunction-sections",
     "-fdata-sections",
 ]
-LINK_FLAGS = ["-shared", "-Wl,--gc-sections", "-s"]
+# One exported symbol (accelerator/exports.map): the copies of newer C++ runtime symbols
+# in accelerator/runtime_compat.cpp must bind within the library only. Dev mode links so too.
+EXPORTS_FLAG = f"-Wl,--version-script={native_sources.ACCEL_DIR / 'exports.map'}"
+LINK_FLAGS = ["-shared", "-Wl,--gc-sections", "-s", EXPORTS_FLAG]
 
 
 def library_path(package: Path, torch_version: str) -> Path:
@@ -121,8 +126,28 @@ def _wheel_url(torch_version: str, platform: str) -> tuple[str, int]:
     raise RuntimeError(f"PyPI has no torch {torch_version} wheel for {platform} ({index})")
 
 
+def _installed_headers(torch_version: str, platform: str) -> Path | None:
+    """torch/include/ of the installed torch, where it is `torch_version` on `platform`:
+    a source build needs no network."""
+    import platform as host
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None or host.machine() != platform:
+        return None
+    root = Path(spec.origin).parent
+    version = (root / "version.py").read_text() if (root / "version.py").exists() else ""
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"+]+)", version, re.M)
+    if found is None or found.group(1) != torch_version or not (root / "include").is_dir():
+        return None
+    return root / "include"
+
+
 def torch_headers(torch_version: str, platform: str) -> Path:
-    """torch/include/ of PyPI's torch `torch_version` for `platform`, cached."""
+    """torch/include/ of torch `torch_version` for `platform`: the installed torch's where it
+    is that version, else PyPI's wheel's, cached."""
+    installed = _installed_headers(torch_version, platform)
+    if installed is not None:
+        return installed
     target = cache_root() / "headers" / f"torch{torch_version}-{platform}"
     if (target / "complete").exists():
         return target / "include"

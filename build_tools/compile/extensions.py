@@ -15,6 +15,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 from build_tools import ROOT
 from build_tools.compile import (
+    accelerator,
     build_facts,
     cpu_library,
     cublaslt,
@@ -24,6 +25,7 @@ from build_tools.compile import (
     native_sources,
 )
 from build_tools.package import sbom
+from build_tools.plan import matrix
 from build_tools.plan.build_plan import BuildPlan
 from build_tools.plan.cuda_toolkit import CudaToolkit
 
@@ -76,6 +78,15 @@ def extensions(plan: BuildPlan) -> list[Extension]:
     return [cpu, cuda]
 
 
+def accelerated_torch(plan: BuildPlan) -> list[str]:
+    """The torch versions the wheel carries the optional accelerator for (DESIGN.md 13): each
+    its variant is tested with; a build of no variant (a source install), its build torch.
+    A cross-built wheel carries none yet: there the stable-ABI layer serves every call."""
+    if plan.variant is None:
+        return [plan.torch_version.split("+")[0]]
+    return list(matrix.matrix().variant(plan.variant).torch)
+
+
 def _links_sm90a(plan: BuildPlan) -> bool:
     """Whether setuptools' CUDA library links the sm_90a kernels (compiled apart, below)."""
     return plan.archs is not None and bool(cuda_library.sm90a_sources(plan.archs))
@@ -116,6 +127,9 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
                 cross = (plan.target.wheel_platform, str(plan.target.cxx))
             compiler = build_facts.compiler(cross[1] if cross else None)
             runtime = cxx_runtime.check_libraries(built, compiler)
+            if plan.target is None:
+                accelerators = accelerator.build_all(package, accelerated_torch(plan))
+                cxx_runtime.check_libraries(accelerators, compiler)
             facts = build_facts.collect(
                 plan.torch_version,
                 cpu_file,

@@ -28,6 +28,9 @@ from build_tools.compat import elf, links
 TORCH_LIBRARIES = {"libc10.so", "libtorch_cpu.so"}
 # Provided by NVIDIA's runtime wheels that torch's CUDA builds install, per CUDA major.
 CUDA_LIBRARIES = ("libcudart.so.{major}", "libcublasLt.so.{major}")
+# The optional accelerator (wheelops/_accel/torch<version>/, DESIGN.md 13) also binds torch's
+# Python bindings: it is loaded only under the torch it was built for, by that torch's Python.
+ACCELERATOR_LIBRARIES = {"libtorch_python.so"}
 # The manylinux system (glibc, the C++ runtime) of either platform.
 SYSTEM_LIBRARIES = {
     "libc.so.6",
@@ -82,6 +85,8 @@ def problems(wheel: Path) -> list[str]:
                 found.append(f"{name} is built for {built_for}, the wheel is {machine}")
                 continue
             allowed = TORCH_LIBRARIES | SYSTEM_LIBRARIES
+            if name.parts[:2] == ("wheelops", "_accel"):
+                allowed |= ACCELERATOR_LIBRARIES
             if path.name in majors:
                 allowed |= {lib.format(major=majors[path.name]) for lib in CUDA_LIBRARIES}
             extra = [lib for lib in links.link_facts(path).needed if lib not in allowed]

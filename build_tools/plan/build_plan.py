@@ -69,7 +69,7 @@ def plan_build() -> BuildPlan:
             )
         mode = "1" if variant.cuda else "0"
     if mode == "0" or (mode == "auto" and torch_cuda is None):
-        return BuildPlan(torch.__version__, None, None)
+        return BuildPlan(torch.__version__, None, None, variant.name if variant else None)
     if torch_cuda is None:
         raise SystemExit(
             f"WHEELOPS_CUDA=1 but the build torch {torch.__version__} is not a CUDA build; "
