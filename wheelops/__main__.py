@@ -38,7 +38,12 @@ def main(argv=None) -> int:  # argv: list[str] | None
             raise import_error or RuntimeError("Python older than 3.10")
         from wheelops._compat import doctor
 
-        return doctor.main(wheelops.__version__, as_json=args.json, import_error=import_error)
+        return doctor.main(
+            wheelops.__version__,
+            as_json=args.json,
+            import_error=import_error,
+            accelerator=None if import_error else _accelerator_state(),
+        )
     except Exception as err:  # the doctor cannot run here: report what stops it
         imported = import_error is None
         report = _error_report(import_error or damaged_install(err) or err, imported)
@@ -60,6 +65,21 @@ def _first_use_error() -> BaseException | None:
     except Exception as err:
         return damaged_install(err) or err
     return None
+
+
+def _accelerator_state() -> str | None:
+    """The optional C++ accelerator's state (wheelops/ops/_accel.py), where the ops serve;
+    None where they cannot (no library loaded) or the module cannot say."""
+    try:
+        from wheelops._compat import loader
+
+        if loader.loaded() is None:
+            return None
+        from wheelops.ops import _accel
+
+        return _accel.state()
+    except Exception:
+        return None
 
 
 def _error_report(error: BaseException, imported: bool = False) -> dict:

@@ -319,6 +319,22 @@ IN_THE_REPORT += [
         autograd=torch_internals.AutogradFacts("2.14.1+cu130", (), torch_internals.PUBLIC),
         check="autograd",
     ),
+    Situation(
+        "the optional C++ autograd accelerator turned off (to rule it out)",
+        autograd=torch_internals.AutogradFacts("2.14.1+cu130", (), None, "off (WHEELOPS_ACCEL=0)"),
+        check="accelerator",
+    ),
+    Situation(
+        "a damaged accelerator library (the wheel's for this torch): refused on load",
+        autograd=torch_internals.AutogradFacts(
+            "2.14.1+cu130",
+            (),
+            None,
+            "refused (ImportError: .../wheelops/_accel/torch2.14.1/wheelops_accel.abi3.so: "
+            "invalid ELF header): the stable-ABI autograd layer serves",
+        ),
+        check="accelerator",
+    ),
 ]
 UNIVERSAL_FILES = (_file("cpu"), _file("cuda12"), _file("cuda13"))
 IN_THE_REPORT.append(

@@ -37,16 +37,21 @@ def _ops_table() -> list[dict[str, Any]]:
     ]
 
 
-def collect(version: str, import_error: BaseException | None = None) -> dict[str, Any]:
+def collect(
+    version: str, import_error: BaseException | None = None, accelerator: str | None = None
+) -> dict[str, Any]:
     """`import_error`: what stopped `import wheelops` after the guard let it go on (a
-    damaged module, say): the report is then fatal, as the import was."""
+    damaged module, say): the report is then fatal, as the import was. `accelerator`: the
+    optional C++ accelerator's state, where the ops could be used (python -m wheelops)."""
     kind = this_process().torch_kind
     gpus = visible_gpus() if kind == "cuda" else []
     driver = cuda_driver_version() if kind == "cuda" else None
     failure = None if import_error is None else f"{type(import_error).__name__}: {import_error}"
     # torch's run-time compiler, for AOTInductor packages: only where torch is (0.2 s).
     compilers = cxx_compilers() if kind != "missing" else None
-    report = loader.report_with_devices(gpus, driver, import_failure=failure, compilers=compilers)
+    report = loader.report_with_devices(
+        gpus, driver, import_failure=failure, compilers=compilers, accelerator=accelerator
+    )
     build = report.build if isinstance(report.build, BuildInfo) else None
     state = loader.state()
     serving = state.loaded.cuda_info if state.loaded else None
@@ -188,7 +193,12 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(version: str, as_json: bool, import_error: BaseException | None = None) -> int:
-    report = collect(version, import_error)
+def main(
+    version: str,
+    as_json: bool,
+    import_error: BaseException | None = None,
+    accelerator: str | None = None,
+) -> int:
+    report = collect(version, import_error, accelerator)
     print(json.dumps(report, indent=2) if as_json else render(report))
     return report["exit_status"]

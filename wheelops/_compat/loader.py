@@ -249,11 +249,13 @@ def report_with_devices(
     driver: str | None,
     import_failure: str | None = None,
     compilers: list[Any] | None = None,
+    accelerator: str | None = None,
 ) -> Report:
     """The doctor's report: what import decided, plus the driver, every GPU, the installed
     files against the wheel's RECORD (without one, every library against its build's
     sha256), the other wheelops on sys.path, NVIDIA's wheels (none of which
-    import pays for) and the autograd layer that serves the ops."""
+    import pays for) and the autograd layer that serves the ops, with the accelerator's
+    state (`accelerator`: wheelops/ops/_accel.py's, after the ops' first use)."""
     found = _found()
     hashes = found.build.library_sha256 if isinstance(found.build, BuildInfo) else None
     try:
@@ -271,7 +273,7 @@ def report_with_devices(
         other_installs=other_installs(PACKAGE_DIR),
         import_failure=import_failure,
         compilers=compilers,
-        autograd=torch_internals.facts() if torch_here else None,
+        autograd=torch_internals.facts()._replace(accelerator=accelerator) if torch_here else None,
         nvidia_wheels=nvidia_wheels(),
     )
     return evaluate(probed, this_process(), read_matrix)

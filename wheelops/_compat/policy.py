@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from .facts import BuildInfo, RuntimeFacts, UnreadableBuildInfo
 from .report import Candidate, Finding, LibraryFile, Report, Status
 from .rules import cuda, libraries, process
-from .rules.autograd import autograd_finding, public_autograd
+from .rules.autograd import accelerator_finding, autograd_finding, public_autograd
 from .rules.context import Context, cuda_role
 
 if TYPE_CHECKING:  # only a failed load, the doctor or a fix command needs them: not import
@@ -133,6 +133,9 @@ def evaluate(
         findings += [cuda.gpu_finding(build, chosen, runtime, ctx.matrix, g) for g in inputs.gpus]
     if inputs.autograd is not None:  # which layer serves the ops' derivatives, where ops can load
         about_install.append(autograd_finding(inputs.autograd))
+        if inputs.autograd.accelerator is not None:
+            state = inputs.autograd.accelerator
+            about_install.append(accelerator_finding(state, lambda: ctx.reinstall(build)))
     return Report(build, runtime, candidates, tuple(findings + about_install))
 
 

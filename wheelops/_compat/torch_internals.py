@@ -45,6 +45,10 @@ class AutogradFacts(NamedTuple):
     torch_version: str
     missing: tuple[str, ...]  # entries of INTERNALS this torch lacks
     requested: str | None  # WHEELOPS_AUTOGRAD as set (None: unset or empty)
+    # The optional C++ accelerator's state, as wheelops/ops/_accel.py says it ("loaded for
+    # torch ...", "off (...)", "absent for torch ...", "refused (...)"); None: not asked
+    # (import never asks: only the doctor, after the ops' first use).
+    accelerator: str | None = None
 
 
 def has(path: str) -> bool:

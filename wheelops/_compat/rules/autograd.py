@@ -3,6 +3,8 @@ gives up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..report import Finding, Status
 from ..torch_internals import AUTOGRAD_ENV, INTERNALS, PUBLIC, AutogradFacts
 
@@ -11,6 +13,32 @@ def public_autograd(facts: AutogradFacts) -> bool:
     """Whether the ops' derivatives run on public torch APIs only: where this torch lacks
     an internal the fast layer uses, or where WHEELOPS_AUTOGRAD=public asks for it."""
     return bool(facts.missing) or facts.requested == PUBLIC
+
+
+def accelerator_finding(state: str, reinstall: Callable[[], str]) -> Finding:
+    """The optional C++ autograd accelerator (wheelops/ops/_accel.py, DESIGN.md 13): served,
+    off, absent for this torch, or refused. Absent and refused, the stable-ABI layer serves
+    every call correctly, at more host time per call."""
+    build = "optional C++ autograd accelerator, one per torch release of the wheel"
+    if state.startswith("loaded"):
+        message = "the C++ accelerator serves the eager calls of the ops a training loop calls most"
+        return Finding("accelerator", Status.OK, build, state, message)
+    slower = "the stable-ABI autograd layer serves every call, correctly, at more host time"
+    if state.startswith("off"):
+        message = f"the accelerator is turned off: {slower}"
+        fix = ("unset WHEELOPS_ACCEL",)
+        return Finding("accelerator", Status.DEGRADED, build, state, message, fix)
+    if state.startswith("absent"):
+        message = (
+            f"this wheel carries no accelerator for this torch release: {slower}; a wheelops "
+            "release built for this torch carries one"
+        )
+        return Finding("accelerator", Status.OK, build, state, message)
+    message = (
+        f"the accelerator for this torch is damaged, or was not built for it: {slower}. "
+        "WHEELOPS_ACCEL_LIBRARY, where set, names the library refused; else reinstall wheelops"
+    )
+    return Finding("accelerator", Status.DEGRADED, build, state, message, (reinstall(),))
 
 
 def autograd_finding(facts: AutogradFacts) -> Finding:
