@@ -81,6 +81,9 @@ def test_the_sbom_says_what_the_build_facts_say():
         nvcc = [c for c in owned if "nvcc" in c["name"] or c["name"] == "nvidia-cuda-toolkit"]
         assert nvcc and all(c["hashes"][0]["alg"] == "SHA-256" for c in nvcc)
         assert any(lib.nvcc_version in c["version"] for c in nvcc), (lib.nvcc_version, nvcc)
+        cutlass = [c for c in owned if c["name"] == "nvidia-cutlass"]
+        assert len(cutlass) == ("9.0" in lib.sass_archs), (lib.file, lib.sass_archs)
+        assert all(c["licenses"] == [{"expression": "BSD-3-Clause"}] for c in cutlass)
     refs = set(components) | {doc["metadata"]["component"]["bom-ref"]}
     for dependency in doc["dependencies"]:
         assert dependency["ref"] in refs and set(dependency["dependsOn"]) <= refs
@@ -187,11 +190,31 @@ def test_the_sbom_names_each_known_licence(tmp_path):
     sbom.validate(doc)
 
 
+def test_cutlass_is_named_with_its_licence_where_the_sm90a_kernels_are(monkeypatch):
+    """A CUDA library whose arch list has 9.0 instantiates CUTLASS's templates (its sm_90a
+    kernels): the SBOM names the pinned nvidia-cutlass it compiled, BSD-3-Clause; a list
+    without 9.0 compiles none, and names none."""
+    from build_tools.compile import cutlass
+
+    def installed(name: str, scope: str, library: str | None) -> dict[str, Any]:
+        assert (name, scope) == (cutlass.DISTRIBUTION, "excluded")
+        return {"name": name, "bom-ref": f"pkg:pypi/{name}#{library}", "properties": []}
+
+    monkeypatch.setattr(sbom, "installed_distribution", installed)
+    lib = {"file": "_ops_cuda13.abi3.so", "arch_list": "8.0;9.0;12.0+PTX"}
+    component = sbom.cutlass_component(lib)
+    assert component is not None
+    assert component["licenses"] == [{"expression": "BSD-3-Clause"}]
+    assert cutlass.REQUIREMENT.endswith("==4.2.0.0")  # the release whose licence is said
+    assert sbom.cutlass_component({**lib, "arch_list": "8.0;10.0;12.0+PTX"}) is None
+
+
 def test_the_wheel_carries_its_licence():
     """LICENSE in the repository and, named by METADATA's License-File, in the wheel; the
     SBOM says the licence METADATA says."""
     text = (REPO / "LICENSE").read_text()
-    assert text.startswith("BSD 3-Clause License") and "the wheelops authors" in text
+    assert text.startswith("BSD 3-Clause License")
+    assert "Copyright (c) 2026, wheelops contributors\n" in text
     doc = _installed_sbom()
     metadata = importlib.metadata.metadata("wheelops")
     assert metadata["License-Expression"] == "BSD-3-Clause"

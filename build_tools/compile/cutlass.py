@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-REQUIREMENT = "nvidia-cutlass==4.2.0.0"
+DISTRIBUTION = "nvidia-cutlass"
+REQUIREMENT = f"{DISTRIBUTION}==4.2.0.0"
+LICENSE = "BSD-3-Clause"  # that release's METADATA (License) and LICENSE.txt: the SBOM says it
 
 
 def include_dir() -> Path:
