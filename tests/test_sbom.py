@@ -3,6 +3,7 @@ build facts and to the files installed."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.metadata
 import json
@@ -17,6 +18,7 @@ import wheelops
 
 import_build_tools()
 
+from build_tools.compile import cutlass  # noqa: E402
 from build_tools.package import relabel, sbom  # noqa: E402
 from build_tools.plan import matrix as build_matrix  # noqa: E402
 
@@ -81,6 +83,9 @@ def test_the_sbom_says_what_the_build_facts_say():
         nvcc = [c for c in owned if "nvcc" in c["name"] or c["name"] == "nvidia-cuda-toolkit"]
         assert nvcc and all(c["hashes"][0]["alg"] == "SHA-256" for c in nvcc)
         assert any(lib.nvcc_version in c["version"] for c in nvcc), (lib.nvcc_version, nvcc)
+        cutlass = [c for c in owned if c["name"] == "nvidia-cutlass"]
+        assert len(cutlass) == ("9.0" in lib.sass_archs), (lib.file, lib.sass_archs)
+        assert all(c["licenses"] == [{"expression": "BSD-3-Clause"}] for c in cutlass)
     refs = set(components) | {doc["metadata"]["component"]["bom-ref"]}
     for dependency in doc["dependencies"]:
         assert dependency["ref"] in refs and set(dependency["dependsOn"]) <= refs
@@ -187,15 +192,56 @@ def test_the_sbom_names_each_known_licence(tmp_path):
     sbom.validate(doc)
 
 
+def test_cutlass_is_named_with_its_licence_where_the_sm90a_kernels_are(monkeypatch):
+    """A CUDA library whose arch list has 9.0 instantiates CUTLASS's templates (its sm_90a
+    kernels): the SBOM names the pinned nvidia-cutlass it compiled, BSD-3-Clause; a list
+    without 9.0 compiles none, and names none."""
+
+    def installed(name: str, scope: str, library: str | None) -> dict[str, Any]:
+        assert (name, scope) == (cutlass.DISTRIBUTION, "excluded")
+        return {"name": name, "bom-ref": f"pkg:pypi/{name}#{library}", "properties": []}
+
+    monkeypatch.setattr(sbom, "installed_distribution", installed)
+    lib = {"file": "_ops_cuda13.abi3.so", "arch_list": "8.0;9.0;12.0+PTX"}
+    component = sbom.cutlass_component(lib)
+    assert component is not None
+    assert component["licenses"] == [{"expression": "BSD-3-Clause"}]
+    assert cutlass.REQUIREMENT.endswith("==4.2.0.0")  # the release whose licence is said
+    assert sbom.cutlass_component({**lib, "arch_list": "8.0;10.0;12.0+PTX"}) is None
+
+
+def test_cutlass_licence_is_the_pinned_releases_own():
+    """The copy of CUTLASS's LICENSE.txt the wheels carry is, byte for byte, the one the pinned
+    nvidia-cutlass ships (the sha256 its RECORD lists; checked against the installed RECORD
+    too where the build's nvidia-cutlass is here), and pyproject ships it."""
+    data = (REPO / cutlass.LICENSE_COPY).read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    assert digest == cutlass.LICENSE_RECORD_SHA256
+    assert b"NVIDIA CORPORATION" in data and b"SPDX-License-Identifier: BSD-3-Clause" in data
+    assert f'"{cutlass.LICENSE_COPY}"' in (REPO / "pyproject.toml").read_text()
+    try:
+        dist = importlib.metadata.distribution(cutlass.DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return  # only the build environment installs it
+    if cutlass.REQUIREMENT.endswith(f"=={dist.version}"):
+        (entry,) = [
+            f for f in dist.files or () if f.name == "LICENSE.txt" and "licenses" in f.parts
+        ]
+        assert entry.hash is not None and entry.hash.value == cutlass.LICENSE_RECORD_SHA256
+
+
 def test_the_wheel_carries_its_licence():
-    """LICENSE in the repository and, named by METADATA's License-File, in the wheel; the
-    SBOM says the licence METADATA says."""
+    """LICENSE in the repository and, named by METADATA's License-File, in the wheel, with
+    CUTLASS's notice; the SBOM says the licence METADATA says."""
     text = (REPO / "LICENSE").read_text()
-    assert text.startswith("BSD 3-Clause License") and "the wheelops authors" in text
+    assert text.startswith("BSD 3-Clause License")
+    assert "Copyright (c) 2026, wheelops contributors\n" in text
     doc = _installed_sbom()
     metadata = importlib.metadata.metadata("wheelops")
     assert metadata["License-Expression"] == "BSD-3-Clause"
-    assert metadata.get_all("License-File") == ["LICENSE"]
-    shipped = importlib.metadata.distribution("wheelops").read_text("licenses/LICENSE")
-    assert shipped == text
+    assert metadata.get_all("License-File") == ["LICENSE", cutlass.LICENSE_COPY]
+    dist = importlib.metadata.distribution("wheelops")
+    assert dist.read_text("licenses/LICENSE") == text
+    copy = (REPO / cutlass.LICENSE_COPY).read_text()
+    assert dist.read_text(f"licenses/{cutlass.LICENSE_COPY}") == copy
     assert doc["metadata"]["component"]["licenses"] == [{"expression": "BSD-3-Clause"}]

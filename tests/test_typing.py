@@ -12,8 +12,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _checkout import REPO, import_build_tools
 
 import wheelops
+
+import_build_tools()
+
+from build_tools.run import steps  # noqa: E402
 
 PACKAGE = Path(wheelops.__file__).resolve().parent
 
@@ -83,3 +88,13 @@ def test_mypy_checks_user_code_against_the_public_api(tmp_path):
         'wrong.py:7: error: Incompatible types in assignment (expression has type "Tensor", '
         'variable has type "int")  [assignment]'
     ], result.stdout + result.stderr
+
+
+def test_every_test_environment_installs_mypy():
+    """The mypy test runs wherever the suite does: nox's test sessions, pyproject's `test`
+    extra and cibuildwheel's test environment each install mypy."""
+    assert any(r.startswith("mypy==") for r in steps.TEST_REQUIREMENTS)
+    pyproject = (REPO / "pyproject.toml").read_text()
+    starts = ("test =", "test-requires =")  # the extra; cibuildwheel's
+    lists = [line for line in pyproject.splitlines() if line.startswith(starts)]
+    assert len(lists) == 2 and all('"mypy' in line for line in lists), lists

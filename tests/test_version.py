@@ -32,7 +32,8 @@ def _distribution_version() -> str | None:
 def test_version_is_the_distributions():
     installed = _distribution_version()
     if installed is None or wheelops.build_info().dev_mode:
-        assert wheelops.__version__ == version.base_version()  # a checkout
+        # a checkout: never the release's own version (a report from it names it)
+        assert wheelops.__version__ == f"{version.base_version()}+dev"
     else:
         assert wheelops.__version__ == installed  # "0.1.0+universal": the label too
 
@@ -54,3 +55,27 @@ def test_the_changelog_has_this_version_and_the_readme_the_policy():
     assert f"\n## {version.base_version()} " in changelog
     readme = (REPO / "README.md").read_text()
     assert "\n## Versioning\n" in readme and "(CHANGELOG.md)" in readme
+    from wheelops._compat.record import CHECKOUT_LABEL
+
+    said = " ".join(readme.split("\n## Versioning\n", 1)[1].split("\n## ", 1)[0].split())
+    assert f"a source checkout (dev mode) says `{version.base_version()}+{CHECKOUT_LABEL}`" in said
+
+
+def test_a_checkout_a_wheel_and_a_vendored_copy_each_say_theirs(tmp_path):
+    """record.version from the files alone: a dist-info's METADATA wins; a package with no
+    dist-info is a checkout only when no library is built in it (a vendored copy of an
+    installed package has its libraries: the base version, its label lost with METADATA)."""
+    from wheelops._compat import record
+
+    site = tmp_path / "site-packages"
+    package = site / "wheelops"
+    package.mkdir(parents=True)
+    assert record.version(package, "1.2.3") == "1.2.3+dev"
+    (package / "_ops_cpu.abi3.so").write_bytes(b"")
+    assert record.version(package, "1.2.3") == "1.2.3"
+    info = site / "wheelops-1.2.3+cu130.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: wheelops\nVersion: 1.2.3+cu130\n")
+    assert record.version(package, "1.2.3") == "1.2.3+cu130"
+    (package / "_ops_cpu.abi3.so").unlink()  # METADATA still names the installed version
+    assert record.version(package, "1.2.3") == "1.2.3+cu130"

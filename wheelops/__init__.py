@@ -28,8 +28,8 @@ try:
     from wheelops._version import __version__ as _base_version
 
     # The installed distribution's version, local label included ("0.1.0+universal", as
-    # importlib.metadata says): the label is in METADATA alone; a checkout has the base.
-    __version__: str = _record.installed_version(_loader.PACKAGE_DIR) or _base_version
+    # importlib.metadata says): the label is in METADATA alone; a checkout's is "0.1.0+dev".
+    __version__: str = _record.version(_loader.PACKAGE_DIR, _base_version)
 
     # For CMake, as torch.utils.cmake_prefix_path: find_package(wheelops) looks under it.
     cmake_prefix_path: str = str(_loader.CMAKE_PREFIX)

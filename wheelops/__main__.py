@@ -133,23 +133,21 @@ def _error_report(error: BaseException, imported: bool = False) -> dict:
 
 
 def _version_in_file():  # -> str | None
-    """The installed distribution's version (METADATA's, its label included), else the one
-    _version.py assigns, read as text: import stopped before it (an old Python) or it is
-    damaged (then None)."""
-    try:
-        from wheelops._compat.record import installed_version
-
-        version = installed_version(PACKAGE_DIR)
-        if version:
-            return version
-    except Exception:  # the reader damaged, or beyond this Python: _version.py's
-        pass
+    """wheelops.__version__ where import stopped before it (an old Python, a damaged module):
+    record.version's answer from the base _version.py assigns, read as text; the installed
+    distribution's alone where _version.py is damaged; that base where record.py cannot run."""
     try:
         text = (PACKAGE_DIR / "_version.py").read_text()
     except (OSError, UnicodeDecodeError):
-        return None
+        text = ""
     match = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", text, re.M)
-    return match.group(1) if match else None
+    base = match.group(1) if match else None
+    try:
+        from wheelops._compat import record
+
+        return record.version(PACKAGE_DIR, base) if base else record.installed_version(PACKAGE_DIR)
+    except Exception:  # the reader damaged, or beyond this Python
+        return base
 
 
 def _render(report: dict) -> str:

@@ -8,7 +8,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-REQUIREMENT = "nvidia-cutlass==4.2.0.0"
+DISTRIBUTION = "nvidia-cutlass"
+REQUIREMENT = f"{DISTRIBUTION}==4.2.0.0"
+LICENSE = "BSD-3-Clause"  # that release's METADATA (License) and LICENSE.txt: the SBOM says it
+# Its LICENSE.txt, which the wheels carry (pyproject's license-files) as this copy, and its
+# sha256 as that release's RECORD lists it (tests/test_sbom.py compares them).
+LICENSE_COPY = "third_party/cutlass/LICENSE.txt"
+LICENSE_RECORD_SHA256 = "gKehi3PUH2TdnKiBrzWTj43oixjHKHAyUfTJTRKZiE0"
 
 
 def include_dir() -> Path:

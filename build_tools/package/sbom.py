@@ -7,9 +7,10 @@ Written from the build facts (wheelops/_build_info.json) by the wheel build itse
 the package's native libraries (with their sha256 and GPU code), and what they were made
 from and need at run time: each CUDA library's toolkit (every pinned download with its
 sha256, or the installed PyPI distributions with the sha256 of their RECORD, which lists
-the sha256 of each of their files), the torch whose headers they were compiled against,
-the compiler, the C++ runtime, and the NVIDIA libraries they link (not in the wheel:
-torch's CUDA wheels install them). auditwheel adds its own `auditwheel.cdx.json` only
+the sha256 of each of their files) and CUTLASS where they have the sm_90a kernels, the
+torch whose headers they were compiled against, the compiler, the C++ runtime, and the
+NVIDIA libraries they link (not in the wheel: torch's CUDA wheels install them); with the
+licence of each whose licence is known. auditwheel adds its own `auditwheel.cdx.json` only
 for libraries it grafts, and build_tools/package/repair.py lets it graft none; relabel.py keeps
 this one true for the wheels it makes (`relabel`).
 """
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from build_tools.compat import links
+from build_tools.compat import archs, links
+from build_tools.compile import cutlass, flags
 from build_tools.plan import build_env, cuda12_toolkit
 from build_tools.plan.cuda_toolkit import CudaToolkit
 
@@ -179,6 +181,20 @@ def toolkit_components(toolkit: CudaToolkit, library: str) -> list[dict[str, Any
     ]
 
 
+def cutlass_component(lib: dict[str, Any]) -> dict[str, Any] | None:
+    """CUTLASS, whose templates the sm_90a kernels of the CUDA library `lib` (its build facts)
+    instantiate, where its arch list has them (flags.has_sm90a); None where it has not."""
+    if not flags.has_sm90a(archs.parse_arch_list(lib["arch_list"])):
+        return None
+    used = installed_distribution(cutlass.DISTRIBUTION, "excluded", lib["file"])
+    # METADATA's License field would give a name; the pinned release's is an SPDX id
+    used["licenses"] = [{"expression": cutlass.LICENSE}]
+    used["properties"].append(
+        {"name": "wheelops:role", "value": "headers compiled into the sm_90a kernels"}
+    )
+    return used
+
+
 def document(
     facts: dict[str, Any],
     package: Path,
@@ -268,7 +284,8 @@ def document(
                 components.append(dep)
                 depends[ref].append(dep["bom-ref"])
         toolkit = next(t for t in toolkits if t.release == lib["cuda_version"])
-        for used in toolkit_components(toolkit, file):
+        templates = cutlass_component(lib)
+        for used in [*toolkit_components(toolkit, file), *([templates] if templates else [])]:
             components.append(used)
             depends[ref].append(used["bom-ref"])
     return {

@@ -153,7 +153,7 @@ def installed() -> tuple[BuildInfo | UnreadableBuildInfo, Path | None, dict[int,
     """The package's build facts, its CPU library and its CUDA libraries by major (as the
     facts name them); the facts say `checkout` where no library is built at all."""
     cpu = find_cpu_library(PACKAGE_DIR)
-    checkout = cpu is None and not _libraries(PACKAGE_DIR, "_ops_cuda")
+    checkout = cpu is None and not record.has_libraries(PACKAGE_DIR)
     build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE, checkout=checkout)
     cuda = {}
     if isinstance(build, BuildInfo):

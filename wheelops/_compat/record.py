@@ -73,6 +73,33 @@ def installed_version(package_dir: Path) -> str | None:
     return None
 
 
+CHECKOUT_LABEL = "dev"  # a source checkout's local label: no wheel carries it
+LIBRARY_PREFIX = "_ops_"  # the native libraries: _ops_cpu*.so, _ops_cuda<major>*.so
+
+
+def has_libraries(package_dir: Path) -> bool:
+    """Whether a native library is built in the package (an unbuilt checkout has none, and
+    dev mode builds in its cache)."""
+    try:
+        names = os.listdir(package_dir)
+    except OSError:
+        return False
+    return any(n.startswith(LIBRARY_PREFIX) and n.endswith(".so") for n in names)
+
+
+def version(package_dir: Path, base: str) -> str:
+    """The version users see: the installed distribution's (its METADATA's, "0.1.0+universal",
+    as importlib.metadata reports it); `base` (_version.py's) where no METADATA can be read;
+    `<base>+dev` in a source checkout (no dist-info, no library in the package), so that a
+    report from a checkout never reads as the release's."""
+    installed = installed_version(package_dir)
+    if installed:
+        return installed
+    if record_of(package_dir) is None and not has_libraries(package_dir):
+        return f"{base}+{CHECKOUT_LABEL}"
+    return base
+
+
 def installed_from(package_dir: Path) -> str | None:
     """The local wheel file the install came from, as its direct_url.json (PEP 610) names
     it; None for an install from an index, a source tree, or no such record."""
