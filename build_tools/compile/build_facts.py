@@ -93,10 +93,12 @@ def collect(
     built_as: str | None = None,
     dev_mode: bool = False,
     cross: tuple[str, str] | None = None,
+    package: Path | None = None,
 ) -> _facts.BuildInfo:
     """`libraries`: every native library built, as the package will hold them (their
-    sha256 is recorded by file name). `cross`: (platform, compiler) of a cross build; else
-    this machine's."""
+    sha256 is recorded by path in `package`, the accelerators' _accel/torch<version>/...;
+    by file name where `package` is None or does not hold them). `cross`: (platform,
+    compiler) of a cross build; else this machine's."""
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     return _facts.BuildInfo(
         wheelops_version=wheelops_version(),
@@ -113,8 +115,16 @@ def collect(
         built_as=built_as,
         cxx_runtime=cxx_runtime,
         dev_mode=dev_mode,
-        library_sha256={p.name: _record.sha256_of(p).hexdigest() for p in libraries},
+        library_sha256={
+            _in_package(p, package): _record.sha256_of(p).hexdigest() for p in libraries
+        },
     )
+
+
+def _in_package(library: Path, package: Path | None) -> str:
+    if package is not None and library.is_relative_to(package):
+        return library.relative_to(package).as_posix()
+    return library.name
 
 
 def write(facts: _facts.BuildInfo, directory: Path) -> Path:

@@ -125,11 +125,10 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
             cross = None
             if plan.target is not None:
                 cross = (plan.target.wheel_platform, str(plan.target.cxx))
+            if plan.target is None:
+                built += accelerator.build_all(package, accelerated_torch(plan))
             compiler = build_facts.compiler(cross[1] if cross else None)
             runtime = cxx_runtime.check_libraries(built, compiler)
-            if plan.target is None:
-                accelerators = accelerator.build_all(package, accelerated_torch(plan))
-                cxx_runtime.check_libraries(accelerators, compiler)
             facts = build_facts.collect(
                 plan.torch_version,
                 cpu_file,
@@ -138,6 +137,7 @@ def build_ext_command(plan: BuildPlan) -> type[BuildExtension]:
                 built,
                 built_as=plan.variant,
                 cross=cross,
+                package=package,
             )
             targets = [Path(self.build_lib) / PACKAGE]
             if self.inplace:

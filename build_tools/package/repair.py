@@ -154,7 +154,7 @@ def _check_library_hashes(wheel: Path) -> None:
         facts = json.loads(archive.read("wheelops/_build_info.json"))
         recorded = facts.get("library_sha256") or {}
         found = {
-            Path(name).name: hashlib.sha256(archive.read(name)).hexdigest()
+            name.removeprefix("wheelops/"): hashlib.sha256(archive.read(name)).hexdigest()
             for name in archive.namelist()
             if name.startswith("wheelops/") and name.endswith(".so")
         }

@@ -59,6 +59,10 @@ def _load() -> None:
     if not path.is_file():
         _state = f"absent for torch {torch_version()}: the stable-ABI autograd layer serves"
         return
+    damage = _damage(path) if path == expected_path() else None
+    if damage is not None:  # mapped, a changed library may abort the process: never load it
+        _state = f"refused ({path} is {damage}): the stable-ABI autograd layer serves"
+        return
     try:
         loader = importlib.machinery.ExtensionFileLoader(_MODULE_NAME, str(path))
         spec = importlib.util.spec_from_file_location(_MODULE_NAME, path, loader=loader)
@@ -75,6 +79,19 @@ def _load() -> None:
         )
         return
     _module, _state = module, f"loaded for torch {torch_version()} from {path}"
+
+
+def _damage(path: Path) -> str | None:
+    """Why the wheel's own build is not the file the wheel installed (None: it is), as the
+    guard checks the libraries it loads: by the build facts' sha256, else RECORD's."""
+    from wheelops._compat import loader, record
+
+    try:
+        hashes = loader.build_info().library_sha256 or {}
+    except RuntimeError:
+        hashes = {}
+    package = _PACKAGE_DIR.parent
+    return record.library_damage(package, path, hashes.get(path.relative_to(package).as_posix()))
 
 
 def state() -> str:
