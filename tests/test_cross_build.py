@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from build_tools.plan import cross_target  # noqa: E402
 from build_tools.plan import matrix as build_matrix  # noqa: E402
 from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
 from build_tools.run import rows as e2e_rows  # noqa: E402
+from build_tools.run import steps  # noqa: E402
 
 MATRIX = build_matrix.load()
 CROSS = [(v, p) for v in MATRIX.variants for p in v.cross]
@@ -67,6 +69,23 @@ def test_the_readme_says_what_ci_runs(tmp_path):
     said = readme.tested_here(MATRIX, universal)
     assert ("aarch64 (cross-built here)" in said) == ("universal-aarch64" in rows)
     assert readme.tested_here(MATRIX, MATRIX.variant("cu126")) == "not built here"
+
+
+def test_the_emulated_subset_runs_at_least_100_op_tests():
+    """The emulated smoke set (#46: import, the doctor and >= 100 CPU op tests): pytest
+    collects the subset as steps.test_emulated selects it; the op tests are those outside
+    the build-facts and first-lookup files."""
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    subset = [str(REPO / test) for test in steps.EMULATED_SUBSET]
+    # From where this suite runs: outside the checkout against a wheel, at its root in dev mode.
+    command = [*collect, *subset, *steps.EMULATED_SUBSET_SELECT]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=Path.cwd())
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    not_ops = ("tests/test_build.py::", "tests/test_first_lookup.py::")
+    ops = [test for test in ids if not test.startswith(not_ops)]
+    assert len(ops) >= 100, done.stdout
+    assert not [test for test in ids if "[cuda" in test or "test_bound_passes" in test]
 
 
 def _compiler() -> str:
