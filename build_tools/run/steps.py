@@ -72,8 +72,8 @@ EMULATED_SUBSET = (
 )
 # Less the tests marked slow (torch.compile: inductor would need an aarch64 C++ compiler in
 # the emulated machine) and each op's bound-soundness test at the GPU's largest shape
-# (4096 x 4096, with its float64 reference and the bound's tightness passes: 1-2 minutes
-# each natively on 2 busy cores, far more emulated); the tests' own shapes check the same
+# (4096 x 4096, with its float64 reference and the bound's tightness passes: 1.5 minutes
+# each under qemu here, four dtypes per op); the tests' own shapes check the same
 # bound on the emulated kernels.
 EMULATED_SUBSET_SELECT = (
     "-m",
