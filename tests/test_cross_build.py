@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from build_tools.plan import cross_target  # noqa: E402
 from build_tools.plan import matrix as build_matrix  # noqa: E402
 from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
 from build_tools.run import rows as e2e_rows  # noqa: E402
+from build_tools.run import steps  # noqa: E402
 
 MATRIX = build_matrix.load()
 CROSS = [(v, p) for v in MATRIX.variants for p in v.cross]
@@ -69,6 +71,23 @@ def test_the_readme_says_what_ci_runs(tmp_path):
     assert readme.tested_here(MATRIX, MATRIX.variant("cu126")) == "not built here"
 
 
+def test_the_emulated_subset_runs_at_least_100_op_tests():
+    """The emulated smoke set (#46: import, the doctor and >= 100 CPU op tests): pytest
+    collects the subset as steps.test_emulated selects it; the op tests are those outside
+    the build-facts and first-lookup files."""
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    subset = [str(REPO / test) for test in steps.EMULATED_SUBSET]
+    # From where this suite runs: outside the checkout against a wheel, at its root in dev mode.
+    command = [*collect, *subset, *steps.EMULATED_SUBSET_SELECT]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=Path.cwd())
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    not_ops = ("tests/test_build.py::", "tests/test_first_lookup.py::")
+    ops = [test for test in ids if not test.startswith(not_ops)]
+    assert len(ops) >= 100, done.stdout
+    assert not [test for test in ids if "[cuda" in test or "test_bound_passes" in test]
+
+
 def _compiler() -> str:
     found = shutil.which("cc") or shutil.which("gcc")
     if found is None:
@@ -91,6 +110,53 @@ def _library(tmp_path: Path, name: str, needs: list[str]) -> Path:
         [_compiler(), "-shared", "-o", str(out), str(tmp_path / "x.c"), *linking], check=True
     )
     return out
+
+
+def _unpacked_cross_toolchain(tmp_path: Path, triple: str) -> Path:
+    """The layout compiler() unpacks Debian's cross packages into, in miniature: its g++ and
+    gcc run an assembler, a host program that needs a library found only in
+    sysroot/usr/lib/x86_64-linux-gnu, as binutils-<triple>'s `as` needs
+    libopcodes-2.40-arm64.so. The library's name is this test's own, so that cross binutils
+    installed on this machine cannot serve it."""
+    root = tmp_path / "cross-gcc"
+    libs = root / "sysroot" / "usr" / "lib" / "x86_64-linux-gnu"
+    libs.mkdir(parents=True)
+    lib = "libwheelops-test-opcodes.so"
+    (tmp_path / "opcodes.c").write_text("int wheelops_opcodes(void) { return 0; }\n")
+    shared = ["-shared", "-fPIC", f"-Wl,-soname,{lib}", "-o", str(libs / lib)]
+    subprocess.run([_compiler(), *shared, str(tmp_path / "opcodes.c")], check=True)
+    assembler = root / "sysroot" / "usr" / triple / "bin" / "as"
+    assembler.parent.mkdir(parents=True)
+    (tmp_path / "as.c").write_text(
+        "int wheelops_opcodes(void);\nint main(void) { return wheelops_opcodes(); }\n"
+    )
+    linked = [f"-L{libs}", f"-l:{lib}", "-o", str(assembler)]  # no rpath, as Debian's
+    subprocess.run([_compiler(), str(tmp_path / "as.c"), *linked], check=True)
+    for tool in ("g++", "gcc"):
+        driver = root / "sysroot" / "usr" / "bin" / f"{triple}-{tool}"
+        driver.parent.mkdir(parents=True, exist_ok=True)
+        driver.write_text(f'#!/bin/sh\nexec "{assembler}"\n')
+        driver.chmod(0o755)
+    return root
+
+
+def test_the_unpacked_cross_compiler_finds_its_binutils_libraries(tmp_path, monkeypatch):
+    """On a fresh machine the unpacked assembler died at the first source (`as: error while
+    loading shared libraries: libopcodes-2.40-arm64.so`): the wrappers compiler() writes
+    put the unpacked binutils' library folder on the loader's path, and the probe that
+    compiler() runs catches a toolchain without it."""
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    triple = cross_target.COMPILERS["aarch64"].removesuffix("-g++")
+    root = _unpacked_cross_toolchain(tmp_path, triple)
+    bare = root / "sysroot" / "usr" / "bin" / f"{triple}-g++"
+    with pytest.raises(cross_target.ToolkitError, match=r"libwheelops-test-opcodes\.so"):
+        cross_target._check_compiles(bare, "the advice")
+    cross_target._write_wrappers(root, triple)
+    for tool in ("g++", "gcc"):  # gcc: the emulated runs' cupti stand-in
+        cross_target._check_compiles(root / "bin" / f"{triple}-{tool}", "the advice")
+    # A caller's LD_LIBRARY_PATH does not push the toolchain's folder out.
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "elsewhere"))
+    cross_target._check_compiles(root / "bin" / f"{triple}-g++", "the advice")
 
 
 def _wheel(tmp_path: Path, tag: str, libraries: dict[str, Path]) -> Path:

@@ -16,6 +16,13 @@ import torch
 
 from wheelops.ops._first_lookup import register_at_first_lookup
 
+# Every scratch library, alive until the process ends: a library freed takes its op out of
+# the dispatcher but leaves its namespace in torch.ops, and torch 2.10's decomposition
+# table (built when torch._inductor is first imported, as opcheck does) then fails on the
+# missing op ("'CustomDecompTable' object is not a mapping") in every later test of the
+# process.
+_LIBRARIES: list[torch.library.Library] = []
+
 
 def _scratch_namespace() -> tuple[str, torch.library.Library]:
     """A namespace of its own, holding one op, f(x) = 2x; no name looked up yet."""
@@ -23,6 +30,7 @@ def _scratch_namespace() -> tuple[str, torch.library.Library]:
     library = torch.library.Library(name, "DEF")
     library.define("f(Tensor x) -> Tensor")
     library.impl("f", lambda x: x * 2, "CPU")
+    _LIBRARIES.append(library)
     return name, library
 
 

@@ -81,7 +81,7 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
-            torches = ", ".join(build_matrix.emulated_torches(v, platform, quick))
+            torches = ", ".join(v.cross_torch(platform))
             cells.append(
                 f"{platform} (cross-built here): {torches} (emulated: import, doctor, "
                 "CPU subset; no GPU)"

@@ -203,14 +203,6 @@ def e2e_torches(matrix: Matrix, v: Variant, quick: bool) -> list[str]:
     return [t for t in torches if t]
 
 
-def emulated_torches(v: Variant, platform: str, quick: bool) -> list[str]:
-    """The torch releases a cross-built platform's wheel is run with under emulation by
-    `nox -s e2e`: all of them; a quick run the last (aarch64: 2.14.1, a CUDA build, under
-    which the CUDA library must be chosen and load; `nox -s emulated` runs the others)."""
-    torches = list(v.cross_torch(platform))
-    return torches[-1:] if quick else torches
-
-
 def test_cells(matrix: Matrix) -> list[tuple[str, str]]:
     """(variant, torch) pairs whose wheel is tested on CPU: each wheel under each of its
     torch releases, and each CUDA wheel under a CPU-only torch ("X.Y.Z+cpu"), where it
