@@ -673,6 +673,9 @@ def test_every_install_command_works_on_what_pip_can_read_of_the_install(pip_blo
         CU130_BUILD, torch_runtime("2.10.0+cu128", "12.8"), files=FILES, pip_block=pip_block
     )
     assert other_cuda.fixes[0].startswith(f"{start} --no-deps wheelops ")
+    # The loader's reader and the rules' context both apply it: twice is once.
+    once = matrix().for_install(pip_block)
+    assert once.for_install(pip_block) == once
 
 
 @pytest.mark.parametrize(

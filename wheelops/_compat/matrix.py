@@ -20,6 +20,8 @@ from .archs import ArchList, kernel_for, parse_arch_list
 from .versions import variant_name, version_tuple
 
 MATRIX_FILE = Path(__file__).resolve().parent.parent / "matrix.json"
+# How every wheelops install command starts where pip can read the install (Matrix.for_install).
+PIP_INSTALL = "pip install --force-reinstall --no-deps"
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class Matrix:
     # How every wheelops install command starts: --force-reinstall, which uninstalls the
     # install first, where pip can read it (where it cannot: for_install).
     # (Keyword-only: the build's model, build_tools/plan/matrix.py, adds fields without defaults.)
-    pip_install: str = field(default="pip install --force-reinstall --no-deps", kw_only=True)
+    pip_install: str = field(default=PIP_INSTALL, kw_only=True)
     # WHEELOPS_INDEX_URL is set: a mirror of the index (nox -s index: whl/<label>/ for every
     # wheel, universal included) serves every command, the PyPI wheel's too.
     mirrored: bool = field(default=False, kw_only=True)
@@ -69,7 +71,8 @@ class Matrix:
         --ignore-installed writes over it (--force-reinstall fails; --ignore-installed is
         not the default because, where pip can uninstall, it leaves the old version's
         files and .dist-info beside the new). A METADATA: every pip command fails on it,
-        so its .dist-info goes first, and then nothing is left to uninstall."""
+        so its .dist-info goes first, and then nothing is left to uninstall. Applied twice,
+        the same (the loader's reader and the rules' context both apply it)."""
         if pip_block is None:
             return self
         file, dist_info = pip_block
@@ -77,7 +80,7 @@ class Matrix:
             return replace(self, pip_install="pip install --ignore-installed --no-deps")
         import shlex  # only this command needs it: import never prints one
 
-        return replace(self, pip_install=f"rm -rf {shlex.quote(dist_info)} && {self.pip_install}")
+        return replace(self, pip_install=f"rm -rf {shlex.quote(dist_info)} && {PIP_INSTALL}")
 
     @property
     def names(self) -> tuple[str, ...]:
