@@ -12,7 +12,13 @@ dist-info) and runs, in subprocesses, `import wheelops` plus an op, and
 raises wheelops' own error (CompatibilityError, DamagedInstallError) naming the file and
 the reinstall command; the doctor agrees (exit 1 exactly when import fails, naming the
 file) and always prints valid JSON. Where import works, the doctor names a damaged file
-that the wheel's RECORD lists.
+that the wheel's RECORD lists. Then the fix it printed (the first reinstall, or the one
+import's error names) runs as printed, with pip, in a venv whose site-packages holds the
+damaged install, and `import wheelops` plus an op must work and the damaged package file be
+the wheel's again (#46: the RECORD-less install's `--force-reinstall` failed when run).
+The indexes are served from the wheelhouse on 127.0.0.1 (tests/_loopback.py): the command's
+index URL is replaced by its copy's, as WHEELOPS_INDEX_URL prints it
+(tests/test_fixes_cure.py runs that variable end to end).
 
 Python itself runs three files before any wheelops code can: `wheelops/__init__.py`,
 `wheelops/_damage.py` and, for the doctor, `wheelops/__main__.py` (with the doctor's own
@@ -34,9 +40,12 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+from _loopback import served, wheelhouse_index
 
 import wheelops
 from wheelops._compat import loader, record
@@ -155,6 +164,91 @@ def unreadable_runner() -> dict[str, object]:
     return {"preexec_fn": _without_dac_override}
 
 
+class Cure:
+    """A venv (torch from the environment under test, after its own site-packages) whose
+    site-packages holds a case's damaged install: the printed fix runs there, as a user
+    would run it, and import again."""
+
+    def __init__(self, root: Path, base_url: str) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+        self.root = root
+        self.site = next((root / "lib").glob("python3*/site-packages"))
+        (self.site / "_outer.pth").write_text(str(Path(torch.__file__).parent.parent) + "\n")
+        self.index_url = f"{base_url}/whl"
+        self.pypi_url = f"{base_url}/pypi"  # stands in for PyPI: the universal wheel
+
+    @property
+    def env(self) -> dict[str, str]:
+        ours = ("WHEELOPS_", "PYTHON", "PIP_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+        env.update(
+            PATH=f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            HOME=str(self.root),
+            PYTHONDONTWRITEBYTECODE="1",
+            PIP_CONFIG_FILE=os.devnull,  # a neutral pip: the printed command alone finds it
+            PIP_INDEX_URL=self.pypi_url,  # where a command without --index-url goes
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+        )
+        return env
+
+    def serves(self, command: str) -> bool:
+        """Whether the loopback copy holds what the command installs (PyPI's universal
+        wheel is there only where the wheelhouse has it)."""
+        if "--index-url" in command or ".whl" in command:
+            return True
+        return any((self.root.parent / "site" / "pypi" / "wheelops").glob("*.whl"))
+
+    def take(self) -> Path:
+        """Its site-packages, without the last case's install: the next case's site (so that
+        the paths the case prints are where pip meets them)."""
+        for old in self.site.glob("wheelops*"):
+            shutil.rmtree(old)
+        return self.site
+
+    def __call__(self, command: str, how_to_run: dict, pristine: Path) -> None:
+        command = command.replace(matrix_model.read()["index_url"].rstrip("/"), self.index_url)
+        env, pipes = self.env, {"capture_output": True, "text": True, "timeout": 300}
+        fixed = subprocess.run(command, shell=True, cwd=self.root, env=env, **pipes, **how_to_run)
+        assert fixed.returncode == 0, f"{command}:\n{fixed.stdout[-2000:]}{fixed.stderr[-2000:]}"
+        python = str(self.root / "bin" / "python")
+        ran = subprocess.run([python, "-c", RUN], cwd=self.root, env=env, **pipes, **how_to_run)
+        assert "WORKS" in ran.stdout, f"after {command}:\n{ran.stderr[-3000:]}"
+        package = PACKAGE.name
+        for path in (pristine / package).rglob("*"):
+            if path.is_file():
+                mine = self.site / path.relative_to(pristine)
+                assert mine.read_bytes() == path.read_bytes(), f"after {command}: {mine}"
+
+
+@pytest.fixture(scope="module")
+def cure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cure | None]:
+    """The fixes are run where the wheelhouse has the wheel under test (nox sets it);
+    None elsewhere (a checkout in dev mode has no wheel to reinstall)."""
+    wheelhouse = os.environ.get("WHEELOPS_TEST_WHEELHOUSE")
+    if not wheelhouse:
+        yield None
+        return
+    root = tmp_path_factory.mktemp("cure")
+    if BUILD.variant not in wheelhouse_index(Path(wheelhouse), root):
+        yield None
+        return
+    with served(root / "site") as url:
+        yield Cure(root / "venv", url)
+
+
+def printed_fix(imported: subprocess.CompletedProcess[str], doctor: str) -> str | None:
+    """The reinstall the case printed: the doctor's first, else the one import's error names
+    (the doctor cannot run where its own files are damaged)."""
+    try:
+        fixes = json.loads(doctor)["fixes"]
+    except ValueError:
+        fixes = []
+    said = last_error(imported.stderr)
+    if not fixes and "Reinstall it: " in said:
+        fixes = [said.split("Reinstall it: ", 1)[1].splitlines()[0]]
+    return next((f for f in fixes if "pip install" in f and "wheelops" in f), None)
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the install, hard-linked from per case (the same file system)."""
@@ -215,14 +309,43 @@ def last_error(stderr: str) -> str:
 @pytest.mark.parametrize(
     ("relative", "how"), [(f, how) for f in CASES for how in DAMAGES] + LIBRARY_CASES
 )
-def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative, how):
+def test_a_damaged_file_is_refused_by_name_or_works(pristine, cure, tmp_path, relative, how):
     how_to_run = unreadable_runner() if how == "unreadable" else {}
-    site = tmp_path / "site"
-    shutil.copytree(pristine, site, copy_function=os.link)
+    site = cure.take() if cure else tmp_path / "site"
+    shutil.copytree(pristine, site, copy_function=os.link, dirs_exist_ok=True)
     damaged = damage(site, relative, how)
     path = str(site / relative)
 
     imported, doctor = run_both(site, how_to_run)
+    judge_damage(site, relative, damaged, path, imported, doctor)
+    # What it printed cures it. Python's own error (a file it runs first) prints nothing:
+    # docs/troubleshooting.md gives the reinstall there.
+    fix = printed_fix(imported, doctor.stdout) or (FIX if relative in PYTHON_RUNS_FIRST else None)
+    if cure is not None and fix is not None and cure.serves(fix):
+        cure(fix, how_to_run, pristine)
+
+
+def reinstalls(site: Path) -> set[str]:
+    """The reinstalls the damage of this copy may print: where pip cannot read its
+    .dist-info, every command works around it (Matrix.for_install)."""
+    dist_info = [str(site / DIST_INFO.name)] if DIST_INFO else []
+    version, built_from = record.installed_version(PACKAGE), record.installed_from(PACKAGE)
+    blocks = [None, *((file, d) for file in ("RECORD", "METADATA") for d in dist_info)]
+    return {
+        matrix().for_install(block).reinstall_command(version, BUILD.variant, built_from)
+        for block in blocks
+    }
+
+
+def judge_damage(
+    site: Path,
+    relative: str,
+    damaged: bool,
+    path: str,
+    imported: subprocess.CompletedProcess[str],
+    doctor: subprocess.CompletedProcess[str],
+) -> None:
+    """What import and the doctor said of the damage."""
     said = doctor.stdout + doctor.stderr
     works = imported.returncode == 0 and "WORKS" in imported.stdout
 
@@ -262,12 +385,11 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
             return
         assert files["status"] == "degraded" and path in files["message"], files
         # direct_url.json damaged: where pip installed it from is unknown, so the index's
-        expected = (
-            FIX
-            if not relative.endswith("/direct_url.json")
-            else matrix().reinstall_command(record.installed_version(PACKAGE), BUILD.variant)
-        )
-        assert files["fix"] == [expected]
+        if relative.endswith("/direct_url.json"):
+            index = matrix().reinstall_command(record.installed_version(PACKAGE), BUILD.variant)
+            assert files["fix"] == [index]
+        else:  # pip's way in may change where the damage is the .dist-info's (cured above)
+            assert files["fix"][0] in reinstalls(site), files
 
 
 @pytest.mark.slow
@@ -275,14 +397,14 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, tmp_path, relative
     ("relative", "how"),
     [(f, how) for f in CASES if f in LIBRARIES for how in DAMAGES] + LIBRARY_CASES,
 )
-def test_a_damaged_library_without_record_is_refused(pristine, tmp_path, relative, how):
+def test_a_damaged_library_without_record_is_refused(pristine, cure, tmp_path, relative, how):
     """The package alone, no dist-info (a vendored copy, a Docker COPY of site-packages'
     wheelops folder): a library's identity is the sha256 its build recorded. A library this
     import loads is refused by name with the reinstall fix, exit 1, never a signal (a
     sibling library in its place aborted the process: every op registered twice); one it
     does not load (another CUDA major's) leaves import working, and the doctor names it."""
     how_to_run = unreadable_runner() if how == "unreadable" else {}
-    site = tmp_path / "site"
+    site = cure.take() if cure else tmp_path / "site"
     shutil.copytree(pristine / "wheelops", site / "wheelops", copy_function=os.link)
     damage(site, relative, how)
     path = str(site / relative)
@@ -295,15 +417,17 @@ def test_a_damaged_library_without_record_is_refused(pristine, tmp_path, relativ
         assert doctor.returncode == 0 and report["verdict"] == "degraded", said[-3000:]
         (files,) = [f for f in report["findings"] if f["check"] == "installed files"]
         assert path in files["message"] and files["fix"] == [FIX_WITHOUT_DIST_INFO], files
-        return
-    assert "WORKS" not in imported.stdout and imported.returncode == 1, imported.stderr[-3000:]
-    error = last_error(imported.stderr)
-    assert error.startswith(("wheelops.CompatibilityError", "wheelops.DamagedInstallError")), (
-        imported.stderr[-3000:]
-    )
-    assert path in error and FIX_WITHOUT_DIST_INFO in error, error
-    assert doctor.returncode == 1 and path in said, said[-3000:]
-    assert report["exit_status"] == 1
+    else:
+        assert "WORKS" not in imported.stdout and imported.returncode == 1, imported.stderr[-3000:]
+        error = last_error(imported.stderr)
+        assert error.startswith(("wheelops.CompatibilityError", "wheelops.DamagedInstallError")), (
+            imported.stderr[-3000:]
+        )
+        assert path in error and FIX_WITHOUT_DIST_INFO in error, error
+        assert doctor.returncode == 1 and path in said, said[-3000:]
+        assert report["exit_status"] == 1
+    if cure is not None:  # pip installs over a package that no .dist-info claims
+        cure(FIX_WITHOUT_DIST_INFO, how_to_run, pristine)
 
 
 def test_every_file_of_the_install_is_a_case():

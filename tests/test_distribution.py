@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _checkout import import_build_tools
+from _checkout import REPO, import_build_tools
 from _loopback import served
 
 import wheelops
@@ -32,14 +32,14 @@ from build_tools.plan import matrix as build_matrix  # noqa: E402
 TAGS = "cp310-abi3-manylinux_2_28_x86_64"
 
 
-def make_wheel(folder: Path, wheel_version: str) -> Path:
+def make_wheel(folder: Path, wheel_version: str, requires: tuple[str, ...] = ()) -> Path:
     """A small but valid wheel of wheelops at `wheel_version`."""
     info = f"wheelops-{wheel_version}.dist-info"
     files = {
         "wheelops/__init__.py": b"VALUE = 42\n",
         f"{info}/METADATA": (
             f"Metadata-Version: 2.1\nName: wheelops\nVersion: {wheel_version}\n"
-            "Requires-Python: >=3.10\n\n"
+            "Requires-Python: >=3.10\n" + "".join(f"Requires-Dist: {r}\n" for r in requires) + "\n"
         ).encode(),
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAGS}\n".encode(),
     }
@@ -269,3 +269,60 @@ def test_built_libraries_need_nothing_newer_than_glibc_2_28():
         versions = {tuple(map(int, v)) for v in re.findall(r"GLIBC_(\d+)\.(\d+)", symbols)}
         assert max(versions) <= (2, 28), f"{library.name} needs glibc {max(versions)}"
         assert "__libc_single_threaded" not in re.findall(r"\*UND\*.*", symbols).__str__()
+
+
+@pytest.mark.parametrize(
+    ("torch_version", "kept"), [("2.9.1+cu128", False), ("2.13.0+cu130", True)]
+)
+def test_the_readmes_pinned_install_keeps_torch_or_refuses(tmp_path, torch_version, kept):
+    """README, Install: `pip install wheelops "torch==$(python -c ...)"` never replaces the
+    torch installed: a torch older than wheelops' floor makes pip refuse (unpinned, it
+    installs PyPI's newest torch over it), a newer one is kept."""
+    (command,) = [
+        line for line in (REPO / "README.md").read_text().splitlines()
+        if line.startswith("pip install wheelops ") and "torch==$(python -c" in line
+    ]  # fmt: skip
+    pyproject = (REPO / "pyproject.toml").read_text()
+    requires = re.search(r'^dependencies = \["(torch[^"]*)"\]', pyproject, re.M).group(1)  # type: ignore[union-attr]
+    links = tmp_path / "links"
+    links.mkdir()
+    make_wheel(links, "0.1.0", requires=(requires,))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # A stand-in torch the pin can read: its module and its distribution's metadata.
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(f"__version__ = {torch_version!r}\n")
+    dist_info = site / f"torch-{torch_version}.dist-info"
+    dist_info.mkdir()
+    metadata = f"Metadata-Version: 2.1\nName: torch\nVersion: {torch_version}\n"
+    (dist_info / "METADATA").write_text(metadata)
+    (dist_info / "RECORD").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}",
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_NO_INDEX="1",  # no index: a torch pip wanted to install would fail otherwise
+        PIP_FIND_LINKS=str(links),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
+    done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True)
+    said = done.stdout + done.stderr
+    listed = subprocess.run(
+        [str(venv / "bin" / "pip"), "list", "--format=json"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    versions = {d["name"]: d["version"] for d in json.loads(listed.stdout)}
+    assert versions["torch"] == torch_version  # never replaced
+    if kept:
+        assert done.returncode == 0 and versions.get("wheelops") == "0.1.0", said
+    else:
+        assert done.returncode != 0 and "ResolutionImpossible" in said, said
+        assert "wheelops" not in versions
+        # Unpinned, pip goes for another torch (none is offered here): the warning's cause.
+        plain = subprocess.run(
+            "pip install wheelops", shell=True, env=env, capture_output=True, text=True
+        )
+        assert plain.returncode != 0 and f"requirement {requires}" in plain.stderr, plain.stderr

@@ -30,17 +30,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from _checkout import import_build_tools
-from _loopback import served
+from _loopback import served, wheelhouse_index
 from _native_fixtures import build_broken_libraries, served_library, truncated, with_cuda_version
 
 import wheelops
 from wheelops._compat.facts import this_process
 from wheelops._compat.matrix import matrix
-
-import_build_tools()
-from build_tools.package import index, relabel  # noqa: E402
-from build_tools.package.wheel_files import parse  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +135,7 @@ class Venv:
     def variant_of(self, command: str) -> str | None:
         """The variant a printed command installs, if it installs wheelops from us."""
         # pip's way in: --force-reinstall, or --ignore-installed where RECORD is gone
-        starts = {m.pip_install for m in (matrix(), matrix().without_record())}
+        starts = {m.pip_install for m in (matrix(), matrix().for_install(("RECORD", "")))}
         if not any(command.startswith(f"{start} wheelops") for start in starts):
             return None
         if "--index-url" not in command:
@@ -160,20 +155,7 @@ class Venv:
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
     root = tmp_path_factory.mktemp("fixes")
-    wheels = index.collect([Path(WHEELHOUSE)])
-    # This machine's: the wheelhouse may hold a cross-built platform's too (universal-aarch64).
-    here = this_process().machine
-    universal = [w for w in wheels if w.local_label == "universal" and w.tags.endswith(here)]
-    have = {w.local_label for w in wheels}
-    for variant in matrix().variants:
-        if universal and variant.index and variant.name not in have:
-            slim = relabel.slim(universal[0].path, variant, root / "slim-wheels")
-            wheels.append(parse(slim))
-    variants = set(index.generate(wheels, root / "site"))
-    pypi = [w for w in wheels if w.local_label == PYPI]
-    if pypi:  # PyPI gets it unlabelled (build_tools/package/relabel.py), as the release does
-        unlabelled = [parse(relabel.strip_label(w.path, root / "pypi-wheels")) for w in pypi]
-        index.project_page(unlabelled, root / "site" / "pypi" / "wheelops")
+    variants = wheelhouse_index(Path(WHEELHOUSE), root)
     if BUILD.variant not in variants:
         pytest.skip(f"the wheelhouse has no {BUILD.variant} wheel (the one under test)")
     with served(root / "site") as url:

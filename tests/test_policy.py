@@ -644,26 +644,63 @@ def test_nvidia_wheels_of_another_cuda_major_are_degraded_with_the_uninstall(run
     assert report_of(build, runtime).finding("NVIDIA wheels") is None  # not looked at
 
 
-def test_without_record_every_install_command_writes_over_the_install():
-    """pip cannot uninstall a distribution whose RECORD is gone (`Cannot uninstall wheelops
-    ..., RECORD file not found`): --force-reinstall fails there, --ignore-installed works."""
+@pytest.mark.parametrize(
+    ("pip_block", "start"),
+    [
+        (None, "pip install --force-reinstall"),
+        # pip cannot uninstall a distribution whose RECORD is gone or undecodable (`Cannot
+        # uninstall wheelops ..., RECORD file not found`): --ignore-installed writes over it.
+        (("RECORD", "/w/wheelops-0.1.0+cu130.dist-info"), "pip install --ignore-installed"),
+        # pip reads every distribution's METADATA before any command: an undecodable one
+        # fails them all until its .dist-info goes (quoted: a path may hold spaces).
+        (
+            ("METADATA", "/my w/wheelops-0.1.0+cu130.dist-info"),
+            "rm -rf '/my w/wheelops-0.1.0+cu130.dist-info' && pip install --force-reinstall",
+        ),
+    ],
+)
+def test_every_install_command_works_on_what_pip_can_read_of_the_install(pip_block, start):
     damaged = (LibraryFile("cpu", "/w/_ops_cpu.abi3.so", True, "truncated"), FILES[1])
-    for record_missing, start in ((False, "--force-reinstall"), (True, "--ignore-installed")):
-        report = judge(
-            CU130_BUILD,
-            CUDA_TORCH,
-            files=damaged,
-            installed_version="0.1.0+cu130",
-            record_missing=record_missing,
-        )
-        assert report.fixes == [f"pip install {start} --no-deps wheelops --index-url {INDEX}/cu130"]
-        other_cuda = judge(
-            CU130_BUILD,
-            torch_runtime("2.10.0+cu128", "12.8"),
-            files=FILES,
-            record_missing=record_missing,
-        )
-        assert other_cuda.fixes[0].startswith(f"pip install {start} --no-deps wheelops ")
+    report = judge(
+        CU130_BUILD,
+        CUDA_TORCH,
+        files=damaged,
+        installed_version="0.1.0+cu130",
+        pip_block=pip_block,
+    )
+    assert report.fixes == [f"{start} --no-deps wheelops --index-url {INDEX}/cu130"]
+    other_cuda = judge(
+        CU130_BUILD, torch_runtime("2.10.0+cu128", "12.8"), files=FILES, pip_block=pip_block
+    )
+    assert other_cuda.fixes[0].startswith(f"{start} --no-deps wheelops ")
+    # The loader's reader and the rules' context both apply it: twice is once.
+    once = matrix().for_install(pip_block)
+    assert once.for_install(pip_block) == once
+
+
+@pytest.mark.parametrize(
+    ("metadata", "record", "blocked"),
+    [
+        (b"Name: wheelops\nVersion: 0.1.0\n", b"wheelops/__init__.py,,\n", None),
+        (None, b"wheelops/__init__.py,,\n", None),  # pip skips a .dist-info without METADATA
+        (b"", b"", None),
+        (b"Name: wheelops\n", None, "RECORD"),
+        (b"Name: wheelops\n", b"\x9b\xff garbage", "RECORD"),
+        (b"Name: wheelops\n\n\xc3", b"wheelops/__init__.py,,\n", "METADATA"),  # cut in a character
+        (b"\x9b\xff garbage", None, "METADATA"),  # it stops every command: it decides
+    ],
+)
+def test_what_pip_cannot_read_of_an_install_is_named(tmp_path, metadata, record, blocked):
+    from wheelops._compat.record import pip_block
+
+    package, dist_info = tmp_path / "wheelops", tmp_path / "wheelops-0.1.0.dist-info"
+    package.mkdir()
+    dist_info.mkdir()
+    for name, data in (("METADATA", metadata), ("RECORD", record)):
+        if data is not None:
+            (dist_info / name).write_bytes(data)
+    assert pip_block(package) == (None if blocked is None else (blocked, str(dist_info)))
+    assert pip_block(tmp_path / "elsewhere" / "wheelops") is None  # a source tree
 
 
 def test_wheelops_index_url_serves_every_command_the_universal_wheels_too(monkeypatch):

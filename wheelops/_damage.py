@@ -109,11 +109,11 @@ def _reinstall_command() -> str:
     try:
         from wheelops._compat.facts import BUILD_INFO_FILE, BuildInfo, read_build_info
         from wheelops._compat.matrix import matrix
-        from wheelops._compat.record import installed_from, installed_version, record_missing
+        from wheelops._compat.record import installed_from, installed_version, pip_block
 
         build = read_build_info(PACKAGE_DIR / BUILD_INFO_FILE)
         built_as = build.variant if isinstance(build, BuildInfo) else None
-        model = matrix().without_record() if record_missing(PACKAGE_DIR) else matrix()
+        model = matrix().for_install(pip_block(PACKAGE_DIR))
         return model.reinstall_command(
             installed_version(PACKAGE_DIR), built_as, installed_from(PACKAGE_DIR)
         )

@@ -194,7 +194,7 @@ def load_libraries(
         changed_libraries={},
         installed_version=record.installed_version(PACKAGE_DIR),
         installed_from=record.installed_from(PACKAGE_DIR),
-        record_missing=record.record_missing(PACKAGE_DIR),
+        pip_block=record.pip_block(PACKAGE_DIR),
     )
     report = _evaluate()
     if verify:  # a library that is not the wheel's may abort the process once mapped
@@ -237,11 +237,11 @@ def _evaluate() -> Report:
 
 def read_matrix() -> Matrix:
     """matrix.json's model, read where a rule needs it (a fix command): never by a load
-    whose checks all pass. Its commands suit this install (one without RECORD included)."""
+    whose checks all pass. Its commands suit this install (one pip cannot read included)."""
     from .matrix import matrix
 
     inputs = _state.inputs
-    return matrix().without_record() if inputs and inputs.record_missing else matrix()
+    return matrix().for_install(inputs.pip_block if inputs else None)
 
 
 def report_with_devices(

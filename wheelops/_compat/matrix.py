@@ -20,6 +20,8 @@ from .archs import ArchList, kernel_for, parse_arch_list
 from .versions import variant_name, version_tuple
 
 MATRIX_FILE = Path(__file__).resolve().parent.parent / "matrix.json"
+# How every wheelops install command starts where pip can read the install (Matrix.for_install).
+PIP_INSTALL = "pip install --force-reinstall --no-deps"
 
 
 @dataclass(frozen=True)
@@ -55,18 +57,30 @@ class Matrix:
     default_variant: str  # the CUDA variant whose torch the guard suggests by default
     pypi_variant: str  # the wheel PyPI gets, unlabelled
     variants: tuple[Variant, ...]
-    # How every wheelops install command starts. pip cannot uninstall a distribution whose
-    # RECORD is gone ("Cannot uninstall wheelops ..., RECORD file not found"), so where it
-    # is, --force-reinstall fails and --ignore-installed writes over it (without_record).
+    # How every wheelops install command starts: --force-reinstall, which uninstalls the
+    # install first, where pip can read it (where it cannot: for_install).
     # (Keyword-only: the build's model, build_tools/plan/matrix.py, adds fields without defaults.)
-    pip_install: str = field(default="pip install --force-reinstall --no-deps", kw_only=True)
+    pip_install: str = field(default=PIP_INSTALL, kw_only=True)
     # WHEELOPS_INDEX_URL is set: a mirror of the index (nox -s index: whl/<label>/ for every
     # wheel, universal included) serves every command, the PyPI wheel's too.
     mirrored: bool = field(default=False, kw_only=True)
 
-    def without_record(self) -> Matrix:
-        """The commands for an install whose RECORD is missing."""
-        return replace(self, pip_install="pip install --ignore-installed --no-deps")
+    def for_install(self, pip_block: tuple[str, str] | None) -> Matrix:
+        """The commands that work on this install, given what of its .dist-info pip cannot
+        read (record.pip_block: file, folder). A RECORD: pip cannot uninstall it, so
+        --ignore-installed writes over it (--force-reinstall fails; --ignore-installed is
+        not the default because, where pip can uninstall, it leaves the old version's
+        files and .dist-info beside the new). A METADATA: every pip command fails on it,
+        so its .dist-info goes first, and then nothing is left to uninstall. Applied twice,
+        the same (the loader's reader and the rules' context both apply it)."""
+        if pip_block is None:
+            return self
+        file, dist_info = pip_block
+        if file == "RECORD":
+            return replace(self, pip_install="pip install --ignore-installed --no-deps")
+        import shlex  # only this command needs it: import never prints one
+
+        return replace(self, pip_install=f"rm -rf {shlex.quote(dist_info)} && {PIP_INSTALL}")
 
     @property
     def names(self) -> tuple[str, ...]:

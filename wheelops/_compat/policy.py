@@ -69,9 +69,9 @@ class Inputs:
     # The local wheel file the install came from (its direct_url.json), reinstalled by
     # path where no index serves its variant.
     installed_from: str | None = None
-    # The install's .dist-info has no RECORD, so pip cannot uninstall it: every wheelops
-    # install command writes over it instead (Matrix.without_record).
-    record_missing: bool = False
+    # The file of the install's .dist-info that pip cannot read, and the folder
+    # (record.pip_block): every wheelops install command works around it (Matrix.for_install).
+    pip_block: tuple[str, str] | None = None
     # The doctor's. None: the GPUs were not looked at (import never initialises CUDA);
     # then the driver is not judged either.
     gpus: Sequence[Gpu] | None = None
@@ -108,7 +108,7 @@ def evaluate(
         inputs.cuda_override,
         inputs.installed_version,
         inputs.installed_from,
-        inputs.record_missing,
+        inputs.pip_block,
     )
     build = inputs.build
     about_install = _about_install(ctx, inputs)

@@ -48,10 +48,33 @@ def record_of(package_dir: Path) -> Path | None:
     return None
 
 
-def record_missing(package_dir: Path) -> bool:
-    """Whether the install's .dist-info lacks its RECORD (pip cannot uninstall it then)."""
+class PipBlock(NamedTuple):
+    """A file of the install's .dist-info that pip cannot read, which decides the reinstall
+    that works (Matrix.for_install)."""
+
+    file: str  # "METADATA": pip lists no environment; "RECORD": pip cannot uninstall
+    dist_info: str  # the .dist-info folder, absolute
+
+
+def pip_block(package_dir: Path) -> PipBlock | None:
+    """What in the install's .dist-info stops pip (checked by running pip on each damage:
+    tests/test_damaged_install.py). pip reads every installed distribution's METADATA
+    before any command, so one it cannot decode fails them all (a missing or empty one it
+    skips); it reads RECORD to uninstall, so a missing or undecodable one fails
+    --force-reinstall ("Cannot uninstall wheelops ..., RECORD file not found"). None: pip
+    reads both, or a source tree. A read, no hashing: import calls it."""
     record = record_of(package_dir)
-    return record is not None and not record.exists()
+    if record is None:
+        return None
+    for name in ("METADATA", "RECORD"):  # METADATA's stops every command: it decides
+        try:
+            (record.parent / name).read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            if name == "RECORD":
+                return PipBlock(name, str(record.parent))
+        except (OSError, UnicodeDecodeError):
+            return PipBlock(name, str(record.parent))
+    return None
 
 
 def installed_version(package_dir: Path) -> str | None:

@@ -40,13 +40,13 @@ class Context:
     cuda_override: int | str | None = None
     installed_version: str | None = None
     installed_from: str | None = None
-    record_missing: bool = False
+    pip_block: tuple[str, str] | None = None
 
     @cached_property
     def matrix(self) -> Matrix:
         given = self.matrix_or_reader
         model = given() if callable(given) else given
-        return model.without_record() if self.record_missing else model
+        return model.for_install(self.pip_block)
 
     @property
     def override(self) -> int | None:
