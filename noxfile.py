@@ -144,7 +144,7 @@ def deploy(session: nox.Session) -> None:
 @nox.session
 def damage(session: nox.Session) -> None:
     """Every file of each variant's repaired wheel deleted, truncated, replaced by random
-    bytes and made unreadable, and the fix printed for each run with pip
+    bytes and made unreadable, and the fix printed for each kind of case run with pip
     (tests/test_damaged_install.py), under the CPU torch: a small
     venv, and the fastest import for 220 cases. The suite's own cells, under CUDA torches,
     damage the CUDA library their import loads."""

@@ -27,7 +27,8 @@ not a crash (docs/troubleshooting.md lists them).
 
 The full matrix (every file) runs in `nox -s damage` (CI, under a CPU torch); the suite
 runs the libraries its import loads and one op module (WHEELOPS_TEST_DAMAGE=all selects
-every file).
+every file). Each kind of case's fix runs once per worker (Cure.needed; WHEELOPS_TEST_CURE=all:
+every case's).
 """
 
 from __future__ import annotations
@@ -176,6 +177,7 @@ class Cure:
         (self.site / "_outer.pth").write_text(str(Path(torch.__file__).parent.parent) + "\n")
         self.index_url = f"{base_url}/whl"
         self.pypi_url = f"{base_url}/pypi"  # stands in for PyPI: the universal wheel
+        self.cured: set[tuple[str, str, str]] = set()
 
     @property
     def env(self) -> dict[str, str]:
@@ -205,6 +207,17 @@ class Cure:
             shutil.rmtree(old)
         return self.site
 
+    def needed(self, command: str, relative: str, how: str) -> bool:
+        """Whether this case's fix still needs running: once per kind of case (the damaged
+        file's kind, how, the command with this venv's paths taken out), on each worker;
+        every case where WHEELOPS_TEST_CURE=all. A fix's text and pip's work differ only by
+        those: 312 runs cost CI 20 minutes for what 30-odd show."""
+        kind = (_file_kind(relative), how, command.replace(str(self.root), "<venv>"))
+        if os.environ.get("WHEELOPS_TEST_CURE") != "all" and kind in self.cured:
+            return False
+        self.cured.add(kind)
+        return True
+
     def __call__(self, command: str, how_to_run: dict, pristine: Path) -> None:
         command = command.replace(matrix_model.read()["index_url"].rstrip("/"), self.index_url)
         env, pipes = self.env, {"capture_output": True, "text": True, "timeout": 300}
@@ -218,6 +231,15 @@ class Cure:
             if path.is_file():
                 mine = self.site / path.relative_to(pristine)
                 assert mine.read_bytes() == path.read_bytes(), f"after {command}: {mine}"
+
+
+def _file_kind(relative: str) -> str:
+    """A .dist-info file by name (pip reads each its own way), else the package file's kind:
+    a native library, a module, data."""
+    path = Path(relative)
+    if path.parent.name.endswith(".dist-info"):
+        return path.name
+    return {".so": "library", ".py": "module"}.get(path.suffix, "data")
 
 
 @pytest.fixture(scope="module")
@@ -321,7 +343,8 @@ def test_a_damaged_file_is_refused_by_name_or_works(pristine, cure, tmp_path, re
     # What it printed cures it. Python's own error (a file it runs first) prints nothing:
     # docs/troubleshooting.md gives the reinstall there.
     fix = printed_fix(imported, doctor.stdout) or (FIX if relative in PYTHON_RUNS_FIRST else None)
-    if cure is not None and fix is not None and cure.serves(fix):
+    runs = cure is not None and fix is not None and cure.serves(fix)
+    if runs and cure.needed(fix, relative, how):
         cure(fix, how_to_run, pristine)
 
 
@@ -426,8 +449,8 @@ def test_a_damaged_library_without_record_is_refused(pristine, cure, tmp_path, r
         assert path in error and FIX_WITHOUT_DIST_INFO in error, error
         assert doctor.returncode == 1 and path in said, said[-3000:]
         assert report["exit_status"] == 1
-    if cure is not None:  # pip installs over a package that no .dist-info claims
-        cure(FIX_WITHOUT_DIST_INFO, how_to_run, pristine)
+    if cure is not None and cure.needed(FIX_WITHOUT_DIST_INFO, relative, how):
+        cure(FIX_WITHOUT_DIST_INFO, how_to_run, pristine)  # no .dist-info claims the package
 
 
 def test_every_file_of_the_install_is_a_case():
