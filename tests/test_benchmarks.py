@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from _checkout import import_checkout_package
+from _checkout import REPO, import_checkout_package
 from opspecs._rounding import signed_errors
 from opspecs._shapes import PROFILES
 
@@ -92,6 +94,28 @@ def test_host_cost_per_call_within_the_cpu_limits(tmp_path):
 
 
 @pytest.mark.slow
+def test_host_cost_of_the_stable_abi_layer_within_its_cpu_limits(tmp_path):
+    """Where the accelerator serves this process, the guard of the stable-ABI layer, which
+    serves every call it declines (and every torch it was not built for), in a process with
+    it turned off."""
+    from wheelops.ops import _accel
+
+    if not _accel.state().startswith("loaded"):
+        pytest.skip("the accelerator does not serve here: the test above guards this layer")
+    if wheelops.build_info().dev_mode:
+        pytest.skip("the benchmarks' own process measures an installed wheelops, not dev mode")
+    env = {**os.environ, "WHEELOPS_ACCEL": "0", "PYTHONPATH": str(REPO / "specs")}
+    command = [sys.executable, "-m", "benchmarks.run", "--device", "cpu", "--quick"]
+    command += ["--out", str(tmp_path), "--sections", "overhead", "--no-compile"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / run.JSON_NAME).read_text())["overhead"]
+    assert rows and all(row["limit"] == overhead.LIMITS["cpu"][row["mode"]] for row in rows)
+    missed = [row for row in rows if row["verdict"] != "met"]
+    assert not missed, [(r["op"], r["mode"], round(r["ratio"], 2), r["limit"]) for r in missed]
+
+
+@pytest.mark.slow
 def test_smoke_run_checks_and_times_every_available_op(tmp_path):
     every = ["--ops", ",".join(AVAILABLE), "--sections", ",".join(run.SECTIONS)]
     code, data = _run(tmp_path, *every, "--dtypes", "float32,bfloat16")
@@ -159,7 +183,7 @@ def test_smoke_run_checks_and_times_every_available_op(tmp_path):
     for row in data["overhead"]:
         assert row["torch_us"] > 0 and row["wheelops_us"] > 0
         assert row["ratio"] == pytest.approx(row["wheelops_us"] / row["torch_us"])
-        assert row["limit"] == overhead.LIMITS["cpu"][row["mode"]]
+        assert row["limit"] == overhead.limits(torch.device("cpu"))[row["mode"]]
         assert row["verdict"] == ("met" if row["ratio"] <= row["limit"] else "missed")
 
     # The fused_linear_gelu section: every case checked against float64 and timed.

@@ -151,6 +151,15 @@ LOAD_AND_RUN = """
     """
 
 
+# How fast the package builds, not what it holds: its wrapper at -O0, and no precompiled
+# headers (made once per fresh cache, they cost each test more than they save). The
+# packaging tests are the GPU suite's slow stage's longest (~270 s among 14 workers).
+QUICK_PACKAGING = {
+    "aot_inductor.compile_wrapper_opt_level": "O0",
+    "aot_inductor.precompile_headers": False,
+}
+
+
 def _package(model: torch.nn.Module, device: str, folder: Path, cxx: str | None) -> None:
     """Export and package `model` with AOTInductor into folder/model.pt2 (with `cxx`, the
     compiler it builds with, where given), and its inputs and outputs into folder/io.pt."""
@@ -158,7 +167,9 @@ def _package(model: torch.nn.Module, device: str, folder: Path, cxx: str | None)
     model = model.to(device).eval()
     args = (torch.randn(4, 32, device=device), torch.randn(4, 32, device=device))
     compiler = {"cpp.cxx": (None, cxx)} if cxx else {}
-    with torch.no_grad(), torch._inductor.config.patch(compiler):
+    known = torch._inductor.config.get_config_copy()
+    quick = {k: v for k, v in QUICK_PACKAGING.items() if k in known}
+    with torch.no_grad(), torch._inductor.config.patch({**compiler, **quick}):
         expected = model(*args)
         torch._inductor.aoti_compile_and_package(
             torch.export.export(model, args), package_path=str(folder / "model.pt2")
