@@ -19,8 +19,10 @@
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/forward_grad.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/version.h>
 
 #include <atomic>
@@ -35,7 +37,6 @@
 namespace {
 
 using at::Tensor;
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using OptionalTensor = std::optional<Tensor>;
 using wheelops::accel::plain_tensor;
@@ -117,173 +118,192 @@ auto backward_call(Call&& call) {
   return call();
 }
 
+// A forward op, straight below autograd: its entry attaches the node itself.
+template <typename Call>
+auto below_autograd(Call&& call) {
+  at::AutoDispatchBelowADInplaceOrView below;
+  return call();
+}
+
 // --- the autograd nodes: the same formulas as the ops' Python modules -------------------
+//
+// Plain torch::autograd::Node subclasses, as torch's generated derivatives are, rather than
+// torch::autograd::Function: its apply (context, saved-data map, output wrapping) cost
+// about a microsecond of host time per call more. Each entry computes the outputs below
+// autograd, then attaches the node to the one differentiable output (attach), saving what
+// the backward reads as SavedVariables (saved_tensors_hooks apply; a version check on use).
+// A node's edges are its tensor inputs in order, an absent optional one an invalid edge.
 
-struct AddFunction : torch::autograd::Function<AddFunction> {
-  static Tensor forward(AutogradContext*, const Tensor& a, const Tensor& b) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    return add_op().call(a, b);
-  }
-  static variable_list backward(AutogradContext*, variable_list grads) {
-    return {grads[0], grads[0]};
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+
+// torch's nodes are owned by std::shared_ptr up to 2.12, by c10::intrusive_ptr from 2.13.
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 13
+template <typename T>
+auto make_node() {
+  return c10::make_intrusive<T>();
+}
+#else
+template <typename T>
+auto make_node() {
+  return std::shared_ptr<T>(new T(), torch::autograd::deleteNode);
+}
+#endif
+
+// `out`'s grad_fn: a new NodeT with edges to `inputs`.
+template <typename NodeT, typename... Inputs>
+auto attach(const Tensor& out, const Inputs&... inputs) {
+  auto node = make_node<NodeT>();
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs...));
+  torch::autograd::set_history(out, node);
+  return node;
+}
+
+// The incoming gradient, or zeros where none flowed in (what a Function materializes).
+Tensor materialized(const Node& node, const Tensor& grad) {
+  return grad.defined() ? grad : node.input_metadata(0).zeros_like();
+}
+
+struct AddBackward : Node {
+  std::string name() const override { return "WheelopsAddBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    Tensor grad = materialized(*this, grads[0]);
+    return {should_compute_output(0) ? grad : Tensor(), should_compute_output(1) ? grad : Tensor()};
   }
 };
 
-struct ReluScaleFunction : torch::autograd::Function<ReluScaleFunction> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& x, double alpha) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto [out, mask] = relu_scale_with_mask_op().call(x, alpha);
-    ctx->mark_non_differentiable({mask});
-    ctx->set_materialize_grads(false);
-    ctx->save_for_backward({mask});
-    ctx->saved_data["alpha"] = alpha;
-    return {out, mask};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined()) {
-      return {Tensor(), Tensor()};
+struct ReluScaleBackward : Node {
+  SavedVariable mask_;
+  double alpha_ = 0;
+  std::string name() const override { return "WheelopsReluScaleBackward"; }
+  void release_variables() override { mask_.reset_data(); }
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined() || !should_compute_output(0)) {
+      return {Tensor()};
     }
-    auto mask = ctx->get_saved_variables()[0];
-    double alpha = ctx->saved_data["alpha"].toDouble();
-    auto grad_x = backward_call([&] { return relu_scale_backward_op().call(grads[0], mask, alpha); });
-    return {grad_x, Tensor()};
+    auto mask = mask_.unpack(getptr());
+    return {backward_call([&] { return relu_scale_backward_op().call(grads[0], mask, alpha_); })};
   }
 };
 
-struct SoftmaxFunction : torch::autograd::Function<SoftmaxFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t dim) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto out = softmax_op().call(x, dim);
-    ctx->save_for_backward({out});
-    ctx->saved_data["dim"] = dim;
-    return out;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto out = ctx->get_saved_variables()[0];
-    int64_t dim = ctx->saved_data["dim"].toInt();
-    auto grad_x = backward_call([&] { return softmax_backward_op().call(grads[0], out, dim); });
-    return {grad_x, Tensor()};
-  }
-};
-
-struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& x,
-                               const OptionalTensor& weight, const OptionalTensor& bias,
-                               double eps) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto [out, mean, rstd] = layer_norm_op().call(x, weight, bias, eps);
-    ctx->mark_non_differentiable({mean, rstd});
-    ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, weight.value_or(Tensor()), mean, rstd});
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    return {out, mean, rstd};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined()) {
-      return {Tensor(), Tensor(), Tensor(), Tensor()};
+struct SoftmaxBackward : Node {
+  SavedVariable out_;
+  int64_t dim_ = 0;
+  std::string name() const override { return "WheelopsSoftmaxBackward"; }
+  void release_variables() override { out_.reset_data(); }
+  variable_list apply(variable_list&& grads) override {
+    if (!should_compute_output(0)) {
+      return {Tensor()};
     }
-    auto saved = ctx->get_saved_variables();
-    // needs_input_grad counts the tensor inputs given: an absent weight or bias has none.
-    size_t edge = 0;
-    bool x_grad = ctx->needs_input_grad(edge++);
-    bool weight_grad = saved[1].defined() && ctx->needs_input_grad(edge++);
-    bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(edge++);
+    auto out = out_.unpack(getptr());
+    Tensor grad = materialized(*this, grads[0]);
+    return {backward_call([&] { return softmax_backward_op().call(grad, out, dim_); })};
+  }
+};
+
+struct LayerNormBackward : Node {
+  SavedVariable x_, weight_, mean_, rstd_;
+  bool has_bias_ = false;
+  std::string name() const override { return "WheelopsLayerNormBackward"; }
+  void release_variables() override {
+    x_.reset_data();
+    weight_.reset_data();
+    mean_.reset_data();
+    rstd_.reset_data();
+  }
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) {
+      return variable_list(3);
+    }
+    auto weight = weight_.unpack(getptr());
+    bool x_grad = should_compute_output(0);
+    bool weight_grad = weight.defined() && should_compute_output(1);
+    bool bias_grad = has_bias_ && should_compute_output(2);
     auto [gx, gw, gb] = backward_call([&] {
-      return layer_norm_backward_op().call(grads[0], saved[0], saved[2], saved[3],
-                                           as_optional(saved[1]), x_grad, weight_grad, bias_grad);
+      return layer_norm_backward_op().call(grads[0], x_.unpack(getptr()), mean_.unpack(getptr()),
+                                           rstd_.unpack(getptr()), as_optional(weight), x_grad,
+                                           weight_grad, bias_grad);
     });
     return {value_or_undefined(std::move(gx)), value_or_undefined(std::move(gw)),
-            value_or_undefined(std::move(gb)), Tensor()};
+            value_or_undefined(std::move(gb))};
   }
 };
 
-struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& x,
-                               const OptionalTensor& weight, double eps) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto [out, rstd] = rms_norm_op().call(x, weight, eps);
-    ctx->mark_non_differentiable({rstd});
-    ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, weight.value_or(Tensor()), rstd});
-    return {out, rstd};
+struct RmsNormBackward : Node {
+  SavedVariable x_, weight_, rstd_;
+  std::string name() const override { return "WheelopsRmsNormBackward"; }
+  void release_variables() override {
+    x_.reset_data();
+    weight_.reset_data();
+    rstd_.reset_data();
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  variable_list apply(variable_list&& grads) override {
     if (!grads[0].defined()) {
-      return {Tensor(), Tensor(), Tensor()};
+      return variable_list(2);
     }
-    auto saved = ctx->get_saved_variables();
+    auto weight = weight_.unpack(getptr());
     auto [gx, gw] = backward_call([&] {
-      return rms_norm_backward_op().call(grads[0], saved[0], saved[2], as_optional(saved[1]),
-                                         ctx->needs_input_grad(0),
-                                         saved[1].defined() && ctx->needs_input_grad(1));
+      return rms_norm_backward_op().call(grads[0], x_.unpack(getptr()), rstd_.unpack(getptr()),
+                                         as_optional(weight), should_compute_output(0),
+                                         weight.defined() && should_compute_output(1));
     });
-    return {value_or_undefined(std::move(gx)), value_or_undefined(std::move(gw)), Tensor()};
+    return {value_or_undefined(std::move(gx)), value_or_undefined(std::move(gw))};
   }
 };
 
-struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& bias,
-                        const std::string& approximate) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto out = bias_gelu_op().call(x, bias, approximate);
-    ctx->save_for_backward({x, bias});
-    ctx->saved_data["approximate"] = approximate;
-    return out;
+struct BiasGeluBackward : Node {
+  SavedVariable x_, bias_;
+  std::string approximate_;
+  std::string name() const override { return "WheelopsBiasGeluBackward"; }
+  void release_variables() override {
+    x_.reset_data();
+    bias_.reset_data();
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    auto approximate = ctx->saved_data["approximate"].toStringRef();
-    auto [gx, gb] = backward_call(
-        [&] { return bias_gelu_backward_op().call(grads[0], saved[0], saved[1], approximate); });
-    return {gx, gb, Tensor()};
-  }
-};
-
-struct SiluAndMulFunction : torch::autograd::Function<SiluAndMulFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto out = silu_and_mul_op().call(x);
-    ctx->save_for_backward({x});
-    return out;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto x = ctx->get_saved_variables()[0];
-    return {backward_call([&] { return silu_and_mul_backward_op().call(grads[0], x); })};
+  variable_list apply(variable_list&& grads) override {
+    Tensor grad = materialized(*this, grads[0]);
+    auto [gx, gb] = backward_call([&] {
+      return bias_gelu_backward_op().call(grad, x_.unpack(getptr()), bias_.unpack(getptr()),
+                                          approximate_);
+    });
+    return {gx, gb};
   }
 };
 
-struct FusedLinearGeluFunction : torch::autograd::Function<FusedLinearGeluFunction> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
-                               const OptionalTensor& bias, const std::string& approximate,
-                               bool allow_tf32, bool keep_pre_activation) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    auto [out, pre] = fused_linear_gelu_op().call(input, weight, bias, approximate, allow_tf32,
-                                                  keep_pre_activation);
-    ctx->mark_non_differentiable({pre});
-    ctx->set_materialize_grads(false);
-    ctx->save_for_backward({input, weight, bias.value_or(Tensor()), pre});
-    ctx->saved_data["approximate"] = approximate;
-    ctx->saved_data["allow_tf32"] = allow_tf32;
-    return {out, pre};
+struct SiluAndMulBackward : Node {
+  SavedVariable x_;
+  std::string name() const override { return "WheelopsSiluAndMulBackward"; }
+  void release_variables() override { x_.reset_data(); }
+  variable_list apply(variable_list&& grads) override {
+    Tensor grad = materialized(*this, grads[0]);
+    auto x = x_.unpack(getptr());
+    return {backward_call([&] { return silu_and_mul_backward_op().call(grad, x); })};
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+};
+
+struct FusedLinearGeluBackward : Node {
+  SavedVariable input_, weight_, bias_, pre_;
+  std::string approximate_;
+  bool allow_tf32_ = false;
+  std::string name() const override { return "WheelopsFusedLinearGeluBackward"; }
+  void release_variables() override {
+    input_.reset_data();
+    weight_.reset_data();
+    bias_.reset_data();
+    pre_.reset_data();
+  }
+  variable_list apply(variable_list&& grads) override {
     if (!grads[0].defined()) {
-      return variable_list(6);
+      return variable_list(3);
     }
-    auto saved = ctx->get_saved_variables();
-    auto approximate = ctx->saved_data["approximate"].toStringRef();
-    bool allow_tf32 = ctx->saved_data["allow_tf32"].toBool();
+    bool has_bias = bias_.unpack(getptr()).defined();
     auto [gi, gw, gb] = backward_call([&] {
       return fused_linear_gelu_backward_op().call(
-          grads[0], saved[0], saved[1], saved[3], approximate, allow_tf32,
-          ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-          saved[2].defined() && ctx->needs_input_grad(2));
+          grads[0], input_.unpack(getptr()), weight_.unpack(getptr()), pre_.unpack(getptr()),
+          approximate_, allow_tf32_, should_compute_output(0), should_compute_output(1),
+          has_bias && should_compute_output(2));
     });
-    variable_list result(6);
-    result[0] = value_or_undefined(std::move(gi));
-    result[1] = value_or_undefined(std::move(gw));
-    result[2] = value_or_undefined(std::move(gb));
-    return result;
+    return {value_or_undefined(std::move(gi)), value_or_undefined(std::move(gw)),
+            value_or_undefined(std::move(gb))};
   }
 };
 
@@ -473,7 +493,9 @@ PyObject* add_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
     return nullptr;
   }
   if (wants_gradient({&a, &b})) {
-    return wrap(AddFunction::apply(a, b));
+    Tensor out = below_autograd([&] { return add_op().call(a, b); });
+    attach<AddBackward>(out, a, b);
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(add_op().call(a, b));
@@ -489,7 +511,11 @@ PyObject* relu_scale_fast(PyObject* const* args, Py_ssize_t nargs, int* device) 
     return nullptr;
   }
   if (wants_gradient({&x})) {
-    return wrap(ReluScaleFunction::apply(x, alpha)[0]);
+    auto [out, mask] = below_autograd([&] { return relu_scale_with_mask_op().call(x, alpha); });
+    auto node = attach<ReluScaleBackward>(out, x);
+    node->mask_ = SavedVariable(mask, false);
+    node->alpha_ = alpha;
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(relu_scale_op().call(x, alpha));
@@ -505,7 +531,11 @@ PyObject* softmax_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
     return nullptr;
   }
   if (wants_gradient({&x})) {
-    return wrap(SoftmaxFunction::apply(x, dim));
+    Tensor out = below_autograd([&] { return softmax_op().call(x, dim); });
+    auto node = attach<SoftmaxBackward>(out, x);
+    node->out_ = SavedVariable(out, true);
+    node->dim_ = dim;
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(softmax_op().call(x, dim));
@@ -524,7 +554,15 @@ PyObject* layer_norm_fast(PyObject* const* args, Py_ssize_t nargs, int* device) 
     return nullptr;
   }
   if (wants_gradient({&x, &weight, &bias})) {
-    return wrap(LayerNormFunction::apply(x, as_optional(weight), as_optional(bias), eps)[0]);
+    auto [out, mean, rstd] = below_autograd(
+        [&] { return layer_norm_op().call(x, as_optional(weight), as_optional(bias), eps); });
+    auto node = attach<LayerNormBackward>(out, x, weight, bias);
+    node->x_ = SavedVariable(x, false);
+    node->weight_ = SavedVariable(weight, false);
+    node->mean_ = SavedVariable(mean, false);
+    node->rstd_ = SavedVariable(rstd, false);
+    node->has_bias_ = bias.defined();
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(layer_norm_inference_op().call(x, as_optional(weight), as_optional(bias), eps));
@@ -549,7 +587,13 @@ PyObject* rms_norm_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
     return nullptr;
   }
   if (wants_gradient({&x, &weight})) {
-    return wrap(RmsNormFunction::apply(x, as_optional(weight), eps)[0]);
+    auto [out, rstd] =
+        below_autograd([&] { return rms_norm_op().call(x, as_optional(weight), eps); });
+    auto node = attach<RmsNormBackward>(out, x, weight);
+    node->x_ = SavedVariable(x, false);
+    node->weight_ = SavedVariable(weight, false);
+    node->rstd_ = SavedVariable(rstd, false);
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(rms_norm_inference_op().call(x, as_optional(weight), eps));
@@ -567,7 +611,12 @@ PyObject* bias_gelu_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
     return nullptr;
   }
   if (wants_gradient({&x, &bias})) {
-    return wrap(BiasGeluFunction::apply(x, bias, approximate));
+    Tensor out = below_autograd([&] { return bias_gelu_op().call(x, bias, approximate); });
+    auto node = attach<BiasGeluBackward>(out, x, bias);
+    node->x_ = SavedVariable(x, false);
+    node->bias_ = SavedVariable(bias, false);
+    node->approximate_ = std::move(approximate);
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(bias_gelu_op().call(x, bias, approximate));
@@ -582,7 +631,10 @@ PyObject* silu_and_mul_fast(PyObject* const* args, Py_ssize_t nargs, int* device
     return nullptr;
   }
   if (wants_gradient({&x})) {
-    return wrap(SiluAndMulFunction::apply(x));
+    Tensor out = below_autograd([&] { return silu_and_mul_op().call(x); });
+    auto node = attach<SiluAndMulBackward>(out, x);
+    node->x_ = SavedVariable(x, false);
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(silu_and_mul_op().call(x));
@@ -607,8 +659,18 @@ PyObject* fused_linear_gelu_fast(PyObject* const* args, Py_ssize_t nargs, int* d
                     at::globalContext().allowTF32CuBLAS();
   if (wants_gradient({&input, &weight, &bias})) {
     // The pre-activation is kept for the backward (keeps_pre_activation).
-    return wrap(FusedLinearGeluFunction::apply(input, weight, as_optional(bias), approximate,
-                                               allow_tf32, true)[0]);
+    auto [out, pre] = below_autograd([&] {
+      return fused_linear_gelu_op().call(input, weight, as_optional(bias), approximate,
+                                         allow_tf32, true);
+    });
+    auto node = attach<FusedLinearGeluBackward>(out, input, weight, bias);
+    node->input_ = SavedVariable(input, false);
+    node->weight_ = SavedVariable(weight, false);
+    node->bias_ = SavedVariable(bias, false);
+    node->pre_ = SavedVariable(pre, false);
+    node->approximate_ = std::move(approximate);
+    node->allow_tf32_ = allow_tf32;
+    return wrap(std::move(out));
   }
   at::AutoDispatchBelowADInplaceOrView below;
   return wrap(std::get<0>(fused_linear_gelu_op().call(input, weight, as_optional(bias),
