@@ -126,7 +126,7 @@ def _build_accelerator(cache: Path, verbose: bool) -> Path:
         name="wheelops_accel",
         sources=[str(p) for p in native_sources.ACCEL_SOURCES],
         extra_cflags=["-O2", "-fvisibility=hidden"],
-        extra_ldflags=[accelerator.EXPORTS_FLAG],
+        extra_ldflags=[accelerator.EXPORTS_FLAG, *flags.cxx_runtime_link_flags()],
         build_directory=str(cache / "accel"),
         with_cuda=False,
         is_python_module=False,
@@ -191,7 +191,9 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     )
     from wheelops.ops import _accel, register_python_kernels_at_first_lookup
 
-    _accel.use_build(_build_accelerator(cache, verbose))
+    accelerator_path = _build_accelerator(cache, verbose)
+    cxx_runtime.check_libraries([accelerator_path], build_facts.compiler())
+    _accel.use_build(accelerator_path)
 
     register_python_kernels_at_first_lookup()
     return info

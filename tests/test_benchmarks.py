@@ -104,7 +104,8 @@ def test_host_cost_of_the_stable_abi_layer_within_its_cpu_limits(tmp_path):
         pytest.skip("the accelerator does not serve here: the test above guards this layer")
     if wheelops.build_info().dev_mode:
         pytest.skip("the benchmarks' own process measures an installed wheelops, not dev mode")
-    env = {**os.environ, "WHEELOPS_ACCEL": "0", "PYTHONPATH": str(REPO / "specs")}
+    path = os.pathsep.join(filter(None, [str(REPO / "specs"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "WHEELOPS_ACCEL": "0", "PYTHONPATH": path}
     command = [sys.executable, "-m", "benchmarks.run", "--device", "cpu", "--quick"]
     command += ["--out", str(tmp_path), "--sections", "overhead", "--no-compile"]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
