@@ -11,11 +11,11 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-import torch
 from _checkout import REPO, import_build_tools
 from _native_fixtures import compiler
 
 import wheelops
+from wheelops.ops import _accel
 
 import_build_tools()
 
@@ -87,7 +87,7 @@ def test_the_audit_finds_this_builds_libraries_on_the_floor(tmp_path, off_the_st
     if not libraries:
         pytest.skip("no wheelops library is loaded")
     members = {f"wheelops/{library.name}": library for library in libraries}
-    accelerator = f"wheelops/_accel/torch{torch.__version__.split('+')[0]}/wheelops_accel.abi3.so"
+    accelerator = f"wheelops/_accel/{_accel.folder(_accel.torch_version())}/wheelops_accel.abi3.so"
     assert PurePosixPath(accelerator).match(repair.ABI_AUDIT_LEAVES_OUT)
     wheel = _wheel(tmp_path / "audited.whl", {**members, accelerator: off_the_stable_abi})
     report = repair.torch_abi_audit_wheel(wheel)

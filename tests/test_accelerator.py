@@ -19,6 +19,7 @@ from _checkout import import_build_tools
 from _native_fixtures import installed_copy, run_python
 
 import wheelops
+from wheelops.ops import _accel
 
 REPO = Path(__file__).resolve().parent.parent
 TORCH = torch.__version__.split("+")[0]
@@ -103,8 +104,6 @@ def accelerator(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The accelerator for this torch: the one the installed wheel carries, else (dev mode, or
     a torch the wheel has none for) one built from the checkout by
     build_tools.compile.accelerator (torch's headers: this torch's own, else PyPI's)."""
-    from wheelops.ops import _accel
-
     if _accel.expected_path().is_file():
         return _accel.expected_path()
     if not (REPO / "accelerator").is_dir():
@@ -126,7 +125,7 @@ def accelerator(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         timeout=900,
     )
-    return out / "_accel" / f"torch{TORCH}" / "wheelops_accel.abi3.so"
+    return out / "_accel" / _accel.folder(TORCH) / "wheelops_accel.abi3.so"
 
 
 def test_accelerated_ops_equal_their_python_paths_bit_for_bit(package, accelerator):
@@ -183,13 +182,13 @@ def test_a_wheel_carries_the_accelerator_for_each_torch_of_its_variant():
     native = info.platform.endswith(platform.machine())
     versions = matrix.matrix().variant(info.built_as).torch if native else ()
     carried = {p.parent.name for p in (package / "_accel").glob("torch*/wheelops_accel.abi3.so")}
-    assert carried == {f"torch{v}" for v in versions}
+    # The build's names are the loader's (build_tools/compile/accelerator.py, _accel.folder).
+    assert carried == {_accel.folder(v) for v in versions}
     run = run_python(package, "-c", STATE)
     assert run.returncode == 0, run.stderr
     if TORCH in versions:
-        assert run.stdout.strip() == f"loaded for torch {TORCH} from {package / '_accel'}" + (
-            f"/torch{TORCH}/wheelops_accel.abi3.so"
-        ), run.stdout
+        built = package / "_accel" / _accel.folder(TORCH) / "wheelops_accel.abi3.so"
+        assert run.stdout.strip() == f"loaded for torch {TORCH} from {built}", run.stdout
     else:
         assert run.stdout.strip().startswith(f"absent for torch {TORCH}"), run.stdout
 

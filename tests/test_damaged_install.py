@@ -118,10 +118,10 @@ def sample(files: list[str]) -> list[str]:
 
 
 def other_torchs_accelerator(relative: str) -> bool:
-    """An accelerator built for another torch release (wheelops/_accel/torch<version>/):
+    """An accelerator built for another torch release (wheelops/_accel/torch2_11_0/...):
     never mapped under this torch, and checked by RECORD as any data file is."""
     parts = Path(relative).parts
-    return parts[:2] == ("wheelops", "_accel") and parts[2] != f"torch{_accel.torch_version()}"
+    return parts[:2] == ("wheelops", "_accel") and parts[2] != _accel.folder(_accel.torch_version())
 
 
 FILES = installed_files()

@@ -53,7 +53,8 @@ LINK_FLAGS = ["-shared", "-Wl,--gc-sections", "-s", EXPORTS_FLAG]
 
 def library_path(package: Path, torch_version: str) -> Path:
     """Where wheelops/ops/_accel.py looks for the build for `torch_version`."""
-    return package / "_accel" / f"torch{torch_version}" / "wheelops_accel.abi3.so"
+    folder = "torch" + torch_version.replace(".", "_")  # as wheelops/ops/_accel.py folder()
+    return package / "_accel" / folder / "wheelops_accel.abi3.so"
 
 
 def cache_root() -> Path:

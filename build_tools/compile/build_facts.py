@@ -96,7 +96,7 @@ def collect(
     package: Path | None = None,
 ) -> _facts.BuildInfo:
     """`libraries`: every native library built, as the package will hold them (their
-    sha256 is recorded by path in `package`, the accelerators' _accel/torch<version>/...;
+    sha256 is recorded by path in `package`, the accelerators' _accel/torch2_11_0/...;
     by file name where `package` is None or does not hold them). `cross`: (platform,
     compiler) of a cross build; else this machine's."""
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")

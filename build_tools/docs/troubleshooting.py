@@ -330,7 +330,7 @@ IN_THE_REPORT += [
             "2.14.1+cu130",
             (),
             None,
-            "refused (ImportError: .../wheelops/_accel/torch2.14.1/wheelops_accel.abi3.so: "
+            "refused (ImportError: .../wheelops/_accel/torch2_14_1/wheelops_accel.abi3.so: "
             "invalid ELF header): the stable-ABI autograd layer serves",
         ),
         check="accelerator",

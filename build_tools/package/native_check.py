@@ -28,7 +28,7 @@ from build_tools.compat import elf, links
 TORCH_LIBRARIES = {"libc10.so", "libtorch_cpu.so"}
 # Provided by NVIDIA's runtime wheels that torch's CUDA builds install, per CUDA major.
 CUDA_LIBRARIES = ("libcudart.so.{major}", "libcublasLt.so.{major}")
-# The optional accelerator (wheelops/_accel/torch<version>/, DESIGN.md 13) also binds torch's
+# The optional accelerator (wheelops/_accel/torch2_11_0/..., DESIGN.md 13) also binds torch's
 # Python bindings: it is loaded only under the torch it was built for, by that torch's Python.
 ACCELERATOR_LIBRARIES = {"libtorch_python.so"}
 # The manylinux system (glibc, the C++ runtime) of either platform.

@@ -4,7 +4,7 @@ calls most; the stable-ABI layer (_autograd_fast.py) serves everything else, and
 call where this module finds no accelerator for the running torch.
 
 A wheel carries one build per torch version it was made for, at
-``wheelops/_accel/torch<version>/wheelops_accel.abi3.so``: one library for every CPython
+``wheelops/_accel/torch2_11_0/wheelops_accel.abi3.so`` (for 2.11.0): one library for every CPython
 from 3.10 (CPython's limited API, but for the few lines of accelerator/python_tensor.cpp,
 which read fields whose offsets every CPython shares). It is loaded only where
 ``<version>`` equals this torch's own, without its local label (the C++ autograd API it
@@ -40,8 +40,15 @@ def torch_version() -> str:
     return torch.__version__.split("+")[0]
 
 
+def folder(version: str) -> str:
+    """The folder of the build for torch `version` ("2.11.0" -> "torch2_11_0"): a name
+    Python could import, as check-wheel-contents asks of every library's path (the build,
+    build_tools/compile/accelerator.py, names it so too: tests/test_accelerator.py)."""
+    return "torch" + version.replace(".", "_")
+
+
 def expected_path() -> Path:
-    return _PACKAGE_DIR / f"torch{torch_version()}" / f"{_MODULE_NAME}.abi3.so"
+    return _PACKAGE_DIR / folder(torch_version()) / f"{_MODULE_NAME}.abi3.so"
 
 
 def use_build(path: Path) -> None:
