@@ -20,10 +20,10 @@ The indexes are served from the wheelhouse on 127.0.0.1 (tests/_loopback.py): th
 index URL is replaced by its copy's, as WHEELOPS_INDEX_URL prints it
 (tests/test_fixes_cure.py runs that variable end to end).
 
-Python itself runs three files before any wheelops code can: `wheelops/__init__.py`,
-`wheelops/_damage.py` and, for the doctor, `wheelops/__main__.py` (with the doctor's own
-module). Damage there gets Python's own error, which the tests require to be an error and
-not a crash (docs/troubleshooting.md lists them).
+Python itself runs four files before any wheelops code can: `wheelops/__init__.py`,
+`wheelops/_damage.py` and, for the doctor, `wheelops/__main__.py`, which runs the doctor's
+command line, `wheelops/_doctor_cli.py`. Damage there gets Python's own error, which the
+tests require to be an error and not a crash (docs/troubleshooting.md lists them).
 
 The full matrix (every file) runs in `nox -s damage` (CI, under a CPU torch); the suite
 runs the libraries its import loads and one op module (WHEELOPS_TEST_DAMAGE=all selects
@@ -69,9 +69,9 @@ FIX_WITHOUT_DIST_INFO = matrix().reinstall_command(None, BUILD.variant)
 # Run by Python before wheelops can check anything: Python's own error is the outcome.
 PYTHON_RUNS_FIRST = {"wheelops/__init__.py", "wheelops/_damage.py"}
 # The doctor's own files: damaged, the doctor cannot run (it names its module and says
-# the install serves; runpy's error for __main__.py may name nothing), while import works.
+# the install serves), while import works.
 DOCTOR_ONLY = {
-    "wheelops/__main__.py", "wheelops/_compat/doctor.py",
+    "wheelops/_compat/doctor.py",
     "wheelops/_compat/probes.py", "wheelops/_compat/links.py",  # what only the doctor reads
     "wheelops/_compat/rules/install.py",  # the rules over what only the doctor probes
 }  # fmt: skip
@@ -80,6 +80,9 @@ DOCTOR_ONLY = {
 # the doctor cannot run; it names the file, and without the matrix no variant's index: the
 # reinstall from PyPI (the universal wheel). (Where import prints a command, as the universal
 # wheel's under a CPU torch does, import fails on it instead, naming it.)
+# What `python -m wheelops` runs before the doctor can report: damaged, Python's own error
+# (exit 1; runpy's for __main__.py may name nothing), while import works.
+DOCTOR_ENTRY = {"wheelops/__main__.py", "wheelops/_doctor_cli.py"}
 READ_FOR_COMMANDS = {
     p.resolve().relative_to(SITE).as_posix() for p in (MATRIX_FILE, Path(matrix_model.__file__))
 }
@@ -375,7 +378,7 @@ def judge_damage(
 
     if relative in PYTHON_RUNS_FIRST:
         return  # Python's own error (or a namespace package): no signal, no hang, above
-    if relative != "wheelops/__main__.py":  # runpy's own error where __main__ is damaged
+    if relative not in DOCTOR_ENTRY:  # Python's own error where the doctor's entry is damaged
         report = json.loads(doctor.stdout)  # always a report, also where import fails
         assert report["exit_status"] == doctor.returncode, said[-3000:]
     if DIST_INFO is None and relative.endswith(".py") and not works:
@@ -390,8 +393,8 @@ def judge_damage(
         assert doctor.returncode == 1, said[-3000:]
         assert path in said, said[-3000:]
         return
-    if relative == "wheelops/__main__.py":  # runpy's own error, before any wheelops code
-        assert doctor.returncode == 1, said[-3000:]
+    if relative in DOCTOR_ENTRY and doctor.returncode != 0:  # Python's own error, no report
+        assert not doctor.stdout, said[-3000:]  # (damage in __main__.py's comment: it runs)
         return
     if relative in DOCTOR_ONLY | READ_FOR_COMMANDS:  # import works: the doctor says so, and
         report = json.loads(doctor.stdout)  # what is damaged (#35)

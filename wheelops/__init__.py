@@ -81,7 +81,8 @@ try:
         ]
 except Exception as _err:  # a damaged module: SyntaxError, ValueError (NUL bytes), ...
     _damage = None if type(_err).__name__ == "CompatibilityError" else damaged_install(_err)
-    if imported_by_doctor() and (_PACKAGE_DIR / "__main__.py").is_file():
+    _doctor = ("__main__.py", "_doctor_cli.py")  # what `python -m wheelops` runs
+    if imported_by_doctor() and all((_PACKAGE_DIR / name).is_file() for name in _doctor):
         _import_error = _damage or _err  # else no doctor runs after this: raise it here
     elif _damage is None:  # the guard's refusal, or no file is damaged: as raised
         raise
