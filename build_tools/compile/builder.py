@@ -242,11 +242,12 @@ def build(library: Library, verbose: bool = False) -> Path:
     library.work.mkdir(parents=True, exist_ok=True)
     library.output.parent.mkdir(parents=True, exist_ok=True)
     stale = [job for job in compiles if not job.up_to_date()]
+    relink = bool(stale) or not link.up_to_date()
     if verbose:
-        for job in [*stale, link]:
+        for job in [*stale, *([link] if relink else [])]:
             print(" ".join(job.command), flush=True)
     with ThreadPoolExecutor(max_workers=_max_jobs()) as pool:
         list(pool.map(Job.run, stale))  # in order: the longest first
-    if stale or not link.up_to_date():
+    if relink:
         link.run()
     return library.output
