@@ -80,6 +80,7 @@ class Job:
     output: Path
     inputs: tuple[Path, ...]  # what makes `output` stale when newer
     stamp: Path  # holds the command that last made `output`
+    slow: bool = False  # started before the others (a CUTLASS object takes minutes)
 
     def up_to_date(self) -> bool:
         """`output` was made by this very command, after every input last changed (dev mode
@@ -132,7 +133,11 @@ def _headers() -> tuple[Path, ...]:
 
 
 def _object_jobs(
-    compiler: str, sources: Sequence[Path], work: Path, compile_flags: list[str]
+    compiler: str,
+    sources: Sequence[Path],
+    work: Path,
+    compile_flags: list[str],
+    slow: bool = False,
 ) -> list[Job]:
     """A job per source: its object (named by stem) in `work`."""
     headers = _headers()
@@ -142,6 +147,7 @@ def _object_jobs(
             obj,
             (source, *headers),
             obj.with_suffix(".o.cmd"),
+            slow,
         )
         for source, obj in ((source, work / f"{source.stem}.o") for source in sources)
     ]
@@ -174,8 +180,8 @@ def _nvcc_flags(library: Library, host: _Host, toolkit: CudaToolkit) -> list[str
 
 
 def cuda_jobs(library: Library, host: _Host) -> list[Job]:
-    """csrc/**/*.cu: the sm_90a sources first (the longest; for that arch alone, where the
-    list has 9.0), then the others for every arch of the list."""
+    """csrc/**/*.cu: the sources for every arch of the list, then (linked last, compiled
+    first) the sm_90a ones for that arch alone, where the list has 9.0."""
     toolkit, archs = library.toolkit, library.archs
     assert toolkit is not None and archs is not None, "a CUDA library has a toolkit and archs"
     shared = _nvcc_flags(library, host, toolkit)
@@ -184,10 +190,10 @@ def cuda_jobs(library: Library, host: _Host) -> list[Job]:
     if flags.has_sm90a(archs):
         sm90a_flags = [*shared, f"-I{cutlass.include_dir()}", *flags.sm90a_code_flags(toolkit)]
         sources = native_sources.sm90a_sources()
-        sm90a = _object_jobs(nvcc, sources, library.work, sm90a_flags)
+        sm90a = _object_jobs(nvcc, sources, library.work, sm90a_flags, slow=True)
     device = [*flags.device_code_flags(archs, toolkit), *([flags.SM90A_DEFINE] if sm90a else [])]
     others = _object_jobs(nvcc, native_sources.cuda_sources(), library.work, [*shared, *device])
-    return [*sm90a, *others]
+    return [*others, *sm90a]
 
 
 def _cuda_link_flags(library: Library, toolkit: CudaToolkit) -> list[str]:
@@ -247,7 +253,7 @@ def build(library: Library, verbose: bool = False) -> Path:
         for job in [*stale, *([link] if relink else [])]:
             print(" ".join(job.command), flush=True)
     with ThreadPoolExecutor(max_workers=_max_jobs()) as pool:
-        list(pool.map(Job.run, stale))  # in order: the longest first
+        list(pool.map(Job.run, sorted(stale, key=lambda job: not job.slow)))
     if relink:
         link.run()
     return library.output
