@@ -49,9 +49,10 @@ CPP_EXTENSION_NVCC_FLAGS = [
 def extension_defines(name: str) -> list[str]:
     """The defines torch's BuildExtension gives a py_limited_api extension's every compile
     (csrc/ reads none of them; torch's headers read TORCH_API_INCLUDE_EXTENSION_H)."""
+    major, minor = map(int, flags.PYTHON_FLOOR.split("."))
     return [
         "-DTORCH_API_INCLUDE_EXTENSION_H",
-        "-DPy_LIMITED_API=0x030a0000",
+        f"-DPy_LIMITED_API=0x{major:02x}{minor:02x}0000",  # our floor (torch: its own, 3.10)
         f"-DTORCH_EXTENSION_NAME={name}",
     ]
 
@@ -76,6 +77,8 @@ def cuda_module(toolkit: CudaToolkit) -> str:
 
 @dataclass(frozen=True)
 class Job:
+    """One command of a build (a compile or the link) and what it makes."""
+
     command: list[str]
     output: Path
     inputs: tuple[Path, ...]  # what makes `output` stale when newer
@@ -90,7 +93,9 @@ class Job:
             return False
         if stamp.read_text() != "\0".join(self.command):
             return False
-        return self.output.stat().st_mtime > max(p.stat().st_mtime for p in self.inputs)
+        return self.output.stat().st_mtime > max(
+            (p.stat().st_mtime for p in self.inputs), default=0
+        )
 
     def run(self) -> None:
         done = subprocess.run(self.command, capture_output=True, text=True)
