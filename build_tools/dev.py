@@ -118,13 +118,13 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     cpu_path = _library(cache, None, None, verbose)
     cuda_path = _library(cache, toolkit, archs, verbose) if toolkit and archs else None
     built = [cpu_path, *([cuda_path] if cuda_path else [])]
-    cuda = []
+    cuda_built = []
     if toolkit and archs and cuda_path:
-        cuda.append(build_facts.BuiltCudaLibrary(cuda_path.name, toolkit, archs))
+        cuda_built.append(build_facts.BuiltCudaLibrary(cuda_path.name, toolkit, archs))
     facts = build_facts.collect(
         torch.__version__,
         cpu_path.name,
-        cuda,
+        cuda_built,
         cxx_runtime.check_libraries(built, build_facts.compiler()),
         built,
         dev_mode=True,
