@@ -9,6 +9,9 @@ than its source and every csrc/ header; a library newer than its objects, linked
 very command. Its callers are thin: setuptools' build_ext (extensions.py) for the wheel's
 libraries, that of the build torch's CUDA major and the others' (universal) and a
 cross-built platform's alike, and dev mode (build_tools/dev.py) into its JIT cache.
+The flags are flags.py's and what torch's BuildExtension added, never the build Python's
+own CFLAGS (setuptools gave the CPU library those, -fwrapv among them): a library that
+does not link Python takes nothing from how that Python was configured.
 
 Not here: the optional accelerator (accelerator.py). It is not csrc/: it is built per torch
 version against that version's own headers, outside the stable ABI, and links
