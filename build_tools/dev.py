@@ -1,12 +1,14 @@
-"""Dev mode: build csrc/ in place with ninja and register the ops, no reinstall.
+"""Dev mode: build csrc/ from the checkout and register the ops, no reinstall.
 
     python -m build_tools.dev         # build (incrementally) and load; prints what it built
     >>> import build_tools.dev; build_tools.dev.load()
 
 Build tooling, not part of the wheel: it works from a source checkout (csrc/, build_tools/
 and wheelops/ side by side, run from its root) whose wheelops/ has no built libraries.
-Objects are cached per torch/CUDA version (WHEELOPS_JIT_CACHE or ~/.cache/wheelops/jit)
-and only what changed is rebuilt. The CUDA library needs a matched toolkit, as for a
+The libraries are built by the wheel's builder (build_tools/compile/builder.py), with the
+wheel's flags, into a cache per torch/CUDA version (WHEELOPS_JIT_CACHE or
+~/.cache/wheelops/jit); an object is rebuilt when its source, a csrc/ header or its
+command changed. The CUDA library needs a matched toolkit, as for a
 wheel build (the PyPI one next to torch, or CUDA_HOME); without TORCH_CUDA_ARCH_LIST it
 is built for the GPUs of this machine. A library already loaded in a process cannot be
 replaced: re-run the process after editing a kernel.
@@ -22,14 +24,8 @@ import torch
 
 import wheelops
 from build_tools import ROOT
-from build_tools.compile import (
-    build_facts,
-    cublaslt,
-    cuda_library,
-    cxx_runtime,
-    flags,
-    native_sources,
-)
+from build_tools.compile import build_facts, builder, cxx_runtime, flags, native_sources
+from build_tools.compile.builder import cuda_module
 from build_tools.plan.arch_list import ArchList
 from build_tools.plan.build_plan import prepare_cuda_build
 from build_tools.plan.cuda_toolkit import CudaToolkit
@@ -69,50 +65,15 @@ def _gpu_arch_list() -> str | None:
     return ";".join(f"{major}.{minor}" for major, minor in caps)
 
 
-def _build_cuda(cache: Path, toolkit: CudaToolkit, archs: ArchList, verbose: bool) -> Path:
-    flags.use_toolkit(toolkit)
-    # torch's JIT links "-lcudart", which needs an unversioned libcudart.so.
-    link_dir = cache / "cudart"
-    link_dir.mkdir(parents=True, exist_ok=True)
-    shim, target = link_dir / "libcudart.so", toolkit.cudart_dir / toolkit.cudart_soname
-    if shim.is_symlink() and shim.readlink() != target:
-        shim.unlink()  # the toolkit moved since the last build
-    if not shim.is_symlink():
-        shim.symlink_to(target)
-
-    from torch.utils import cpp_extension
-
-    (cache / "cuda").mkdir(parents=True, exist_ok=True)
-    lt = cublaslt.find(toolkit)  # fused_linear_gelu's GEMMs
-    # The sm_90a kernels: compiled for that arch alone, linked in as objects.
-    torch_includes = list(map(Path, cpp_extension.include_paths()))
-    sm90a = cuda_library.compile_sm90a(toolkit, archs, cache / "sm90a", torch_includes)
-    path = cpp_extension.load(
-        name="wheelops_ops_cuda",
-        sources=[str(p) for p in native_sources.cuda_sources()],
-        extra_cflags=flags.cxx_flags(),
-        extra_cuda_cflags=[
-            *flags.nvcc_flags(line_info=True),
-            *flags.device_code_flags(archs, toolkit),
-            *([flags.SM90A_DEFINE] if sm90a else []),
-        ],
-        extra_include_paths=[
-            str(native_sources.INCLUDE_DIR),
-            str(toolkit.include_dir),
-            str(lt.include_dir),
-        ],
-        extra_ldflags=[
-            *map(str, sm90a),
-            f"-L{link_dir}",
-            *flags.cublaslt_link_flags(str(lt.lib_dir), lt.soname),
-            *flags.cxx_runtime_link_flags(),
-        ],
-        build_directory=str(cache / "cuda"),
-        with_cuda=True,
-        is_python_module=False,
-        verbose=verbose,
-    )
-    return Path(path)
+def _library(
+    cache: Path, toolkit: CudaToolkit | None, archs: ArchList | None, verbose: bool
+) -> Path:
+    """One library, built by the wheel's builder into the cache (only what changed), for
+    this machine; -lineinfo (flags.nvcc_flags) for compute-sanitizer and Nsight."""
+    name = cuda_module(toolkit) if toolkit else "_ops_cpu"
+    output, work = cache / f"{name}.so", cache / name
+    library = builder.Library(name, output, work, toolkit, archs, line_info=True)
+    return builder.build(library, verbose=verbose)
 
 
 def _build_accelerator(cache: Path, verbose: bool) -> Path:
@@ -153,30 +114,17 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     toolkit, archs = None, None
     if _cuda_torch() if cuda is None else cuda:
         toolkit, archs = prepare_cuda_build(torch.version.cuda, _gpu_arch_list())
-    from torch.utils import cpp_extension
-
     cache = default_cache_dir()
-    (cache / "cpu").mkdir(parents=True, exist_ok=True)
-    cpu_path = cpp_extension.load(
-        name="wheelops_ops_cpu",
-        sources=[str(p) for p in native_sources.cpu_sources()],
-        extra_cflags=flags.cxx_flags(),
-        extra_include_paths=[str(native_sources.INCLUDE_DIR)],
-        extra_ldflags=flags.cxx_runtime_link_flags(),
-        build_directory=str(cache / "cpu"),
-        with_cuda=False,
-        is_python_module=False,
-        verbose=verbose,
-    )
-    cuda_path = _build_cuda(cache, toolkit, archs, verbose) if toolkit and archs else None
-    built = [Path(cpu_path), *([cuda_path] if cuda_path else [])]
-    cuda = []
+    cpu_path = _library(cache, None, None, verbose)
+    cuda_path = _library(cache, toolkit, archs, verbose) if toolkit and archs else None
+    built = [cpu_path, *([cuda_path] if cuda_path else [])]
+    cuda_built = []
     if toolkit and archs and cuda_path:
-        cuda.append(build_facts.BuiltCudaLibrary(cuda_path.name, toolkit, archs))
+        cuda_built.append(build_facts.BuiltCudaLibrary(cuda_path.name, toolkit, archs))
     facts = build_facts.collect(
         torch.__version__,
-        Path(cpu_path).name,
-        cuda,
+        cpu_path.name,
+        cuda_built,
         cxx_runtime.check_libraries(built, build_facts.compiler()),
         built,
         dev_mode=True,
@@ -186,9 +134,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     if not isinstance(info, BuildInfo):
         raise RuntimeError(f"build_tools.dev wrote build facts it cannot read: {info.state}")
     assert cuda_path is not None or not info.cuda_libraries
-    loader.load_libraries(
-        info, Path(cpu_path), {lib.major: cuda_path for lib in info.cuda_libraries}
-    )
+    loader.load_libraries(info, cpu_path, {lib.major: cuda_path for lib in info.cuda_libraries})
     from wheelops.ops import _accel, register_python_kernels_at_first_lookup
 
     accelerator_path = _build_accelerator(cache, verbose)

@@ -102,8 +102,8 @@ def fatbin_flags(toolkit: CudaToolkit) -> list[str]:
 
 def device_code_flags(archs: ArchList, toolkit: CudaToolkit) -> list[str]:
     """The device code of a CUDA library: which archs (gencode_flags) and how it is packed
-    (fatbin_flags). Every CUDA library build (setuptools', cuda_library's, dev mode's)
-    takes its device code flags from here."""
+    (fatbin_flags). builder.py takes every CUDA library's, wheel and dev mode alike, from
+    here."""
     return [*gencode_flags(archs), *fatbin_flags(toolkit)]
 
 
@@ -122,12 +122,3 @@ def sm90a_code_flags(toolkit: CudaToolkit) -> list[str]:
     packed as the library's; NDEBUG, or CUTLASS's device asserts are calls that serialize
     the wgmma pipeline (ptxas warns C7510)."""
     return ["-gencode=arch=compute_90a,code=sm_90a", *fatbin_flags(toolkit), "-DNDEBUG"]
-
-
-def use_toolkit(toolkit: CudaToolkit) -> None:
-    """Make torch.utils.cpp_extension compile with exactly this toolkit. It settles its
-    CUDA_HOME once, when first imported (from the environment, else PATH's nvcc), and
-    reads it from there when it compiles: set it there, whenever it was imported."""
-    from torch.utils import cpp_extension
-
-    cpp_extension.CUDA_HOME = str(toolkit.home)
