@@ -12,7 +12,7 @@ is a CUDA build, and then requires the matched toolkit; =1 requires CUDA;
 
 WHEELOPS_TARGET_PLATFORM (set by `nox -s build -- universal --platform aarch64`) names
 a platform the universal variant cross-builds for (its "cross" entry in the matrix): all
-its libraries are then built by build_tools/compile/cpu_library.py and cuda_library.py with
+its libraries are then built by build_tools/compile/builder.py with
 that platform's compiler, torch and CUDA runtime (build_tools/plan/cross_target.py).
 """
 
@@ -35,7 +35,7 @@ class BuildPlan:
     toolkit: CudaToolkit | None  # the build torch's CUDA: built by setuptools
     archs: ArchList | None
     variant: str | None = None  # WHEELOPS_VARIANT
-    # CUDA libraries of other majors (universal): built by build_tools/compile/cuda_library.py
+    # CUDA libraries of other majors (universal): built by build_tools/compile/builder.py
     other_cuda: tuple[tuple[CudaToolkit, ArchList], ...] = ()
     # A cross build: every library is built outside setuptools, for this platform.
     target: CrossTarget | None = None
@@ -148,6 +148,6 @@ def prepare_cuda_build(
     torch_cuda: str, fallback_arch_list: str | None = None
 ) -> tuple[CudaToolkit, ArchList]:
     """The matched toolkit and the arch list (TORCH_CUDA_ARCH_LIST, else the fallback,
-    else the default). Nothing is exported: the builders hand both to
-    torch.utils.cpp_extension themselves (flags.use_toolkit, flags.device_code_flags)."""
+    else the default). Nothing is exported: build_tools/compile/builder.py puts both into its
+    commands (flags.device_code_flags)."""
     return find_toolkit(torch_cuda), arch_list_for(torch_cuda, fallback_arch_list)
