@@ -129,9 +129,9 @@ def _tensor_mismatch(
     for g, r in _pieces(got, reference):
         nan_differs += int((g.isnan() != r.isnan()).sum())
         infinite = r.isinf() | g.isinf()
-        if not torch.equal(g[infinite], r[infinite]):
+        if bool(infinite.any()) and not torch.equal(g[infinite], r[infinite]):
             return "an infinity differs from the reference's"
-        r = r[r.isfinite()]
+        (r,) = _kept(r.isfinite(), r)
         finite += r.numel()
         square_sum += float(r.square().sum())
     if nan_differs:
@@ -149,6 +149,15 @@ def _pieces(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
         yield tuple(t[start : start + PIECE].double() for t in flat)
 
 
+def _kept(mask: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The tensors' elements where mask holds. Where it holds everywhere (a result with no
+    NaN or infinity, nearly always), the tensors themselves: a masked selection copies each
+    through nonzero, the costliest operation of a check of large results."""
+    if bool(mask.all()):
+        return tensors
+    return tuple(t[mask] for t in tensors)
+
+
 def _beyond_bound(
     got: torch.Tensor, reference: torch.Tensor, rms: float, rule: Rule, twice: bool
 ) -> str | None:
@@ -163,10 +172,9 @@ def _beyond_bound(
     bad, count, worst, proxy, computed = 0, 0, (-math.inf, 0.0, 0.0, 0.0), 0.0, 0.0
     terms = () if rule.terms is None else (rule.terms.to(reference.device),)
     for g, r, *t in _pieces(got, reference, *terms):
-        finite = r.isfinite()
-        g, r = g[finite], r[finite]
+        g, r, *t = _kept(r.isfinite(), g, r, *t)
         count += r.numel()
-        compute = per_term * (t[0][finite] if t else rms)
+        compute = per_term * (t[0] if t else rms)
         computed += float(compute.sum()) if t else compute * r.numel()
         error = (g - r).abs()
         relative = (1 + rule.relative_roundings) * u * r.abs()
