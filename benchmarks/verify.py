@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from opspecs._rounding import TWO_ROUNDINGS, bias_beyond
+from opspecs._rounding import PIECE, TWO_ROUNDINGS, bias_beyond
 
 # Hoeffding: a sum of independent roundings exceeds LAMBDA standard deviations with
 # probability <= 2 exp(-LAMBDA^2 / 2) (2.5e-14): the same as the tests' bounds.
@@ -41,9 +41,6 @@ LAMBDA = 8.0
 # within 2-4 ulps, a reciprocal) before its one rounding to the dtype: 16.
 COMPUTE_ROUNDINGS = 16
 FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-# Elements compared at a time: float64 temporaries of 128 MiB each, whatever the size (the
-# benchmark's largest results have 2**28 elements).
-PIECE = 2**24
 
 
 @dataclass(frozen=True)
@@ -143,7 +140,8 @@ def _tensor_mismatch(
 
 
 def _pieces(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
-    """The tensors (got, reference, ...) in float64, PIECE elements at a time."""
+    """The tensors (got, reference, ...) in float64, PIECE elements at a time (the
+    benchmark's largest results have 2**28 elements)."""
     flat = [t.reshape(-1) for t in tensors]
     for start in range(0, flat[0].numel(), PIECE):
         yield tuple(t[start : start + PIECE].double() for t in flat)
