@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from opspecs._rounding import TWO_ROUNDINGS, bias_beyond
+from opspecs._rounding import PIECE, TWO_ROUNDINGS, bias_beyond
 
 # Hoeffding: a sum of independent roundings exceeds LAMBDA standard deviations with
 # probability <= 2 exp(-LAMBDA^2 / 2) (2.5e-14): the same as the tests' bounds.
@@ -41,9 +41,6 @@ LAMBDA = 8.0
 # within 2-4 ulps, a reciprocal) before its one rounding to the dtype: 16.
 COMPUTE_ROUNDINGS = 16
 FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-# Elements compared at a time: float64 temporaries of 128 MiB each, whatever the size (the
-# benchmark's largest results have 2**28 elements).
-PIECE = 2**24
 
 
 @dataclass(frozen=True)
@@ -129,9 +126,9 @@ def _tensor_mismatch(
     for g, r in _pieces(got, reference):
         nan_differs += int((g.isnan() != r.isnan()).sum())
         infinite = r.isinf() | g.isinf()
-        if not torch.equal(g[infinite], r[infinite]):
+        if bool(infinite.any()) and not torch.equal(g[infinite], r[infinite]):
             return "an infinity differs from the reference's"
-        r = r[r.isfinite()]
+        (r,) = _kept(r.isfinite(), r)
         finite += r.numel()
         square_sum += float(r.square().sum())
     if nan_differs:
@@ -143,10 +140,20 @@ def _tensor_mismatch(
 
 
 def _pieces(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
-    """The tensors (got, reference, ...) in float64, PIECE elements at a time."""
+    """The tensors (got, reference, ...) in float64, PIECE elements at a time (the
+    benchmark's largest results have 2**28 elements)."""
     flat = [t.reshape(-1) for t in tensors]
     for start in range(0, flat[0].numel(), PIECE):
         yield tuple(t[start : start + PIECE].double() for t in flat)
+
+
+def _kept(mask: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The tensors' elements where mask holds. Where it holds everywhere (a result with no
+    NaN or infinity, nearly always), the tensors themselves: a masked selection copies each
+    through nonzero, the costliest operation of a check of large results."""
+    if bool(mask.all()):
+        return tensors
+    return tuple(t[mask] for t in tensors)
 
 
 def _beyond_bound(
@@ -163,10 +170,9 @@ def _beyond_bound(
     bad, count, worst, proxy, computed = 0, 0, (-math.inf, 0.0, 0.0, 0.0), 0.0, 0.0
     terms = () if rule.terms is None else (rule.terms.to(reference.device),)
     for g, r, *t in _pieces(got, reference, *terms):
-        finite = r.isfinite()
-        g, r = g[finite], r[finite]
+        g, r, *t = _kept(r.isfinite(), g, r, *t)
         count += r.numel()
-        compute = per_term * (t[0][finite] if t else rms)
+        compute = per_term * (t[0] if t else rms)
         computed += float(compute.sum()) if t else compute * r.numel()
         error = (g - r).abs()
         relative = (1 + rule.relative_roundings) * u * r.abs()

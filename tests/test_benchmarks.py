@@ -436,12 +436,37 @@ def test_verify_accepts_the_correctly_rounded_relu_scale_in_bfloat16():
     assert verify.mismatch(rounded, rounded, reference, verify.Rule()) is None
 
 
-@pytest.mark.slow  # 2 minutes on 2 cores
+@pytest.mark.slow  # 15-30 s on 2 cores (OMP_WAIT_POLICY=PASSIVE, as the nox cells run it)
 def test_verify_accepts_correct_rounding_at_2_pow_28_elements():
     # The benchmark's largest results (65536x4096), compared in pieces: 2**28 bfloat16
     # elements and their float64 reference take 2.5 GiB, the check no more than pieces.
     reference, rounded = _relu_scale_bf16((2**16, 2**12))
     assert verify.mismatch(rounded, rounded, reference, verify.Rule()) is None
+
+
+@pytest.mark.parametrize("terms", [False, True])
+def test_verify_leaves_out_non_finite_elements_and_judges_the_rest(terms):
+    # The masked path (verify._kept): the finite elements alone are held to the bound,
+    # with their per-element terms where the rule has them; NaN and infinities must agree.
+    reference = torch.tensor([1.0, -2.0, math.inf, math.nan, 3.0], dtype=torch.float64)
+    rounded = reference.float()
+    rule = verify.Rule(terms=torch.ones(5, dtype=torch.float64) if terms else None)
+    assert verify.mismatch(rounded, rounded, reference, rule) is None
+    off = rounded.clone()
+    off[4] = 3.01  # 3e-3 relative: far beyond one float32 rounding plus 24 of the terms
+    assert "1 of 3 elements beyond the derived bound" in verify.mismatch(
+        off, rounded, reference, rule
+    )
+    flipped = rounded.clone()
+    flipped[2] = -math.inf
+    assert verify.mismatch(flipped, rounded, reference, rule) == (
+        "an infinity differs from the reference's"
+    )
+    nan = rounded.clone()
+    nan[0] = math.nan
+    assert verify.mismatch(nan, rounded, reference, rule) == (
+        "NaN at 1 elements where the reference differs"
+    )
 
 
 @pytest.mark.parametrize(("dtype", "off"), [(torch.float32, 1e-3), (torch.bfloat16, 1e-2)])

@@ -201,3 +201,17 @@ def test_the_readme_says_what_the_cpu_only_cells_run():
     assert all((REPO / test).is_file() for test in build_matrix.WHEEL_TESTS)
     quick = argparse.Namespace(quick=True, variants=["universal", "cpu"])
     assert e2e_rows.tests_of_cell("cpu", "2.13.0+cpu", quick) == build_matrix.WHEEL_TESTS
+
+
+def test_only_a_cuda_wheels_own_files_cell_leaves_the_largest_shape_bounds_out():
+    """universal's CPU-only cell loads the CPU library its CUDA torches' cells ran the
+    largest-shape bound tests on; the cpu wheel's cell is its only one, and the suite's
+    cells leave nothing out. The expression selects exactly those tests."""
+    own = build_matrix.WHEEL_TESTS
+    assert e2e_rows.keyword_of_cell("universal", own) == steps.NOT_LARGEST_SHAPE_BOUNDS
+    assert e2e_rows.keyword_of_cell("cpu", own) is None
+    assert e2e_rows.keyword_of_cell("universal", ("tests",)) is None
+    assert steps.NOT_LARGEST_SHAPE_BOUNDS.startswith("not ")
+    left_out = steps.NOT_LARGEST_SHAPE_BOUNDS.removeprefix("not ")
+    source = (REPO / "tests" / "test_add.py").read_text()
+    assert f"def {left_out}" in source  # a renamed test would be silently kept

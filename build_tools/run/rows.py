@@ -99,6 +99,16 @@ def tests_of_cell(variant: str, torch: str, args: argparse.Namespace) -> tuple[s
     return build_matrix.WHEEL_TESTS if args.quick and cpu_only and cuda_rows else ("tests",)
 
 
+def keyword_of_cell(variant: str, tests: tuple[str, ...]) -> str | None:
+    """What a cell leaves out by name: a CUDA wheel's cell of WHEEL_TESTS (under a CPU-only
+    torch) loads the very CPU library that the row's CUDA torches' cells (no GPU here) put
+    through the suite, its largest-shape bound tests included: the same library file on
+    the same CPU, 50 worker-seconds of CI for nothing. The cpu row's cell, its wheel's only one,
+    keeps them."""
+    own_files = tests != ("tests",) and build_matrix.has_cuda(MATRIX.variant(variant))
+    return steps.NOT_LARGEST_SHAPE_BOUNDS if own_files else None
+
+
 def run_row(
     session: Session, variant: str, args: argparse.Namespace, rows: list[RowResult]
 ) -> None:
@@ -138,7 +148,8 @@ def run_row(
         with tempfile.TemporaryDirectory() as scratch:
             venv = steps.new_venv(session, Path(scratch) / "venv")
             slow = not args.quick or torch == slow_cell or tests != ("tests",)
-            steps.test_wheel(session, variant, torch, venv, tests, slow=slow)
+            keyword = keyword_of_cell(variant, tests)
+            steps.test_wheel(session, variant, torch, venv, tests, slow=slow, keyword=keyword)
         row.result = "ok: suite passed" if tests == ("tests",) else "ok: its own tests passed"
     step(steps_in_row, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")
     # From every repaired wheel: rows run earlier stay served.

@@ -71,20 +71,27 @@ EMULATED_SUBSET = (
     "tests/test_add.py",
     "tests/test_silu_and_mul.py",
 )
+# Each op's bound-soundness test at the GPU's largest shape (4096 x 4096, with its float64
+# reference and the bound's tightness passes: 12-18 s per dtype in CI's cells here, 1.5
+# minutes under qemu; four dtypes per op).
+NOT_LARGEST_SHAPE_BOUNDS = "not test_bound_passes_the_correctly_rounded"
 # Less the tests marked slow (torch.compile: inductor would need an aarch64 C++ compiler in
-# the emulated machine) and each op's bound-soundness test at the GPU's largest shape
-# (4096 x 4096, with its float64 reference and the bound's tightness passes: 1.5 minutes
-# each under qemu here, four dtypes per op); the tests' own shapes check the same
-# bound on the emulated kernels.
-EMULATED_SUBSET_SELECT = (
-    "-m",
-    "not gpu and not slow",
-    "-k",
-    "not test_bound_passes_the_correctly_rounded",
-)
+# the emulated machine) and the largest-shape bound tests; the tests' own shapes check the
+# same bound on the emulated kernels.
+EMULATED_SUBSET_SELECT = ("-m", "not gpu and not slow", "-k", NOT_LARGEST_SHAPE_BOUNDS)
 EMULATED_TEST_REQUIREMENTS = ["pytest>=8", "expecttest", "numpy", "hypothesis>=6.100"]
 # The installed wheel's tests find the guard's fix commands' index of these wheels.
-INSTALLED_ENV = {"WHEELOPS_TEST_INSTALLED": "1", "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED)}
+# OMP_WAIT_POLICY: each pytest-xdist worker (one per core) runs torch's intra-op pool of a
+# thread per core, and libgomp's idle threads spin by default: on 2 cores they took the
+# core the other worker needed. Passive, they sleep; the pool and its parallel paths stay
+# as they are. Measured on the shared 2-core machine: the 2**28-element check alone 65 ->
+# 14 CPU s; test_add + test_relu_scale under 2 workers 135 -> 104 s wall; the suite less
+# its slow tests 589 -> 404 CPU s (its wall, 323 vs 357 s under other loads, not shorter).
+INSTALLED_ENV = {
+    "WHEELOPS_TEST_INSTALLED": "1",
+    "WHEELOPS_TEST_WHEELHOUSE": str(REPAIRED),
+    "OMP_WAIT_POLICY": "PASSIVE",
+}
 PYTEST_QUIET = ("-ra", "-q", "-p", "no:cacheprovider")
 
 
@@ -229,11 +236,13 @@ def test_wheel(
     env: dict[str, str] | None = None,
     dist: str = "loadfile",
     slow: bool = True,
+    keyword: str | None = None,
 ) -> None:
     """Install the repaired wheel (not the source tree) with that torch; run the suite
     (or the named test files), one pytest-xdist worker per core. `dist` "loadfile" keeps
     a file's tests on one worker, so that its module fixtures (a venv and index, a copy of
-    the install) are made once. `slow` False: without the tests marked slow."""
+    the install) are made once. `slow` False: without the tests marked slow. `keyword`:
+    pytest's -k expression."""
     install_torch(session, venv, variant, torch)
     pip(session, venv, *TEST_REQUIREMENTS)
     pip(session, venv, "--no-deps", "--force-reinstall", str(installed_wheel(variant)))
@@ -241,6 +250,7 @@ def test_wheel(
     markers = [*(["not gpu"] if gpu_free else []), *([] if slow else ["not slow"])]
     workers = ("-n", "auto", "--dist", dist, "--durations=15")
     selected = ["-m", " and ".join(markers)] if markers else []
+    selected += ["-k", keyword] if keyword else []
     # Outside the checkout, so that `import wheelops` cannot find the source tree.
     with outside_checkout(session):
         session.run(

@@ -21,8 +21,11 @@ import torch
 # |fl_1(v) - fl_2(v')| for two roundings to one grid of values closer than a rounding: within
 # one spacing of the grid, twice one rounding's half-width (its unit roundoff).
 TWO_ROUNDINGS = 2.0
-# Elements per piece: a float64 temporary of 128 MiB, whatever the tensor's size.
-_PIECE = 2**24
+# Elements per piece (here and in benchmarks/verify.py): a float64 temporary of 16 MiB,
+# whatever the tensor's size. Under glibc's largest mmap threshold (32 MiB), so that a freed
+# temporary's memory serves the next: 128 MiB ones were each mapped afresh and faulted in
+# page by page: 28 of the 38 CPU seconds of a 2**28-element check.
+PIECE = 2**21
 
 
 def signed_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float, int]:
@@ -32,9 +35,9 @@ def signed_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, 
     needs no 2**28-element temporaries)."""
     a, e = actual.reshape(-1), expected.reshape(-1)
     own, rounded, count = 0.0, 0.0, 0
-    for start in range(0, e.numel(), _PIECE):
-        e64 = e[start : start + _PIECE].double()
-        a64 = a[start : start + _PIECE].to(e64.device, torch.float64)
+    for start in range(0, e.numel(), PIECE):
+        e64 = e[start : start + PIECE].double()
+        a64 = a[start : start + PIECE].to(e64.device, torch.float64)
         sign = e64.sign()
         mine = (a64 - e64) * sign
         theirs = (e64.to(actual.dtype).double() - e64) * sign
