@@ -176,8 +176,6 @@ def test_the_builder_is_the_only_thing_that_compiles_csrc():
     assert found - in_builder == {
         # Names the libraries' sources for setuptools (its Extensions); compiles none.
         "build_tools/compile/extensions.py:extensions",
-        # Dev mode's accelerator: not csrc/ (builder.py's docstring says why it is apart).
-        "build_tools/dev.py:_build_accelerator",
     }
 
 

@@ -15,9 +15,10 @@ The flags are flags.py's and what torch's BuildExtension added, never the build 
 own CFLAGS (setuptools gave the CPU library those, -fwrapv among them): a library that
 does not link Python takes nothing from how that Python was configured.
 
-Not here: the optional accelerator (accelerator.py). It is not csrc/: it is built per torch
-version against that version's own headers, outside the stable ABI, and links
-libtorch_python through soname stubs; it shares no source, flag or target with these.
+Not here: the optional accelerator's commands (accelerator.py). It is not csrc/: it is
+built per torch version against that version's own headers, outside the stable ABI, and
+links libtorch_python through soname stubs; it shares no source, flag or target with these.
+It shares the machinery: its commands are Jobs (object_jobs), run by run_jobs.
 """
 
 from __future__ import annotations
