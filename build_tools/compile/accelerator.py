@@ -59,8 +59,9 @@ CXX_FLAGS = [
 # in accelerator/runtime_compat.cpp must bind within the library only.
 EXPORTS = native_sources.ACCEL_DIR / "exports.map"
 # The shared C++ runtime as the native libraries link it, whatever the compiler's defaults
-# (flags.cxx_runtime_link_flags says why; the GPU machine's g++ gave dev mode's build a
-# private __throw_bad_array_new_length without it).
+# (flags.cxx_runtime_link_flags says why): without it, a compiler that links the runtime
+# statically (the GPU machine's g++) gave dev mode's build a second
+# __throw_bad_array_new_length beside runtime_compat.cpp's, and g++ 12 here refuses the link.
 LINK_FLAGS = [
     "-shared",
     "-Wl,--gc-sections",
