@@ -28,8 +28,9 @@ namespace std {
 }  // namespace std
 
 template std::__cxx11::basic_ostringstream<char>::basic_ostringstream();
-// The ref-qualified str() exists in C++20 only (cpp_extension.load, dev mode's builder,
-// compiles C++17 under torch 2.11, where the unqualified str() const is GLIBCXX_3.4's).
+// The ref-qualified str() exists in C++20 only, which every build of this file compiles
+// (build_tools/compile/accelerator.py, wheel and dev mode); compiled as C++17, the file
+// still builds, and the unqualified str() const it would call is GLIBCXX_3.4's.
 #if __cplusplus > 201703L && _GLIBCXX_USE_CXX11_ABI
 template std::__cxx11::basic_string<char> std::__cxx11::basic_stringbuf<char>::str() const&;
 template std::__cxx11::basic_string<char> std::__cxx11::basic_stringbuf<char>::str() &&;

@@ -7,8 +7,10 @@ Build tooling, not part of the wheel: it works from a source checkout (csrc/, bu
 and wheelops/ side by side, run from its root) whose wheelops/ has no built libraries.
 The libraries are built by the wheel's builder (build_tools/compile/builder.py), with the
 wheel's flags, into a cache per torch/CUDA version (WHEELOPS_JIT_CACHE or
-~/.cache/wheelops/jit); an object is rebuilt when its source, a csrc/ header or its
-command changed. The CUDA library needs a matched toolkit, as for a
+~/.cache/wheelops/jit); an object is rebuilt when its command or a file its last compile
+read (its source, the headers its depfile lists) changed. The optional accelerator is
+built there too, by the wheel's commands (build_tools/compile/accelerator.py) for the
+torch that runs, the same way. The CUDA library needs a matched toolkit, as for a
 wheel build (the PyPI one next to torch, or CUDA_HOME); without TORCH_CUDA_ARCH_LIST it
 is built for the GPUs of this machine. A library already loaded in a process cannot be
 replaced: re-run the process after editing a kernel.
@@ -24,7 +26,7 @@ import torch
 
 import wheelops
 from build_tools import ROOT
-from build_tools.compile import build_facts, builder, cxx_runtime, flags, native_sources
+from build_tools.compile import accelerator, build_facts, builder, cxx_runtime
 from build_tools.compile.builder import cuda_module
 from build_tools.plan.arch_list import ArchList
 from build_tools.plan.build_plan import prepare_cuda_build
@@ -76,26 +78,6 @@ def _library(
     return builder.build(library, verbose=verbose)
 
 
-def _build_accelerator(cache: Path, verbose: bool) -> Path:
-    """The optional autograd accelerator for this torch and CPython (wheelops/ops/_accel.py)."""
-    from torch.utils import cpp_extension
-
-    from build_tools.compile import accelerator
-
-    (cache / "accel").mkdir(parents=True, exist_ok=True)
-    cpp_extension.load(
-        name="wheelops_accel",
-        sources=[str(p) for p in native_sources.ACCEL_SOURCES],
-        extra_cflags=["-O2", "-fvisibility=hidden"],
-        extra_ldflags=[accelerator.EXPORTS_FLAG, *flags.cxx_runtime_link_flags()],
-        build_directory=str(cache / "accel"),
-        with_cuda=False,
-        is_python_module=False,
-        verbose=verbose,
-    )
-    return cache / "accel" / "wheelops_accel.so"
-
-
 def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     """Build the native libraries from csrc/ (incrementally), load them, register the ops.
 
@@ -137,7 +119,10 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
     loader.load_libraries(info, cpu_path, {lib.major: cuda_path for lib in info.cuda_libraries})
     from wheelops.ops import _accel, register_python_kernels_at_first_lookup
 
-    accelerator_path = _build_accelerator(cache, verbose)
+    # The optional autograd accelerator, by the wheel's commands for this torch and CPython.
+    accelerator_path = accelerator.build_incremental(
+        _accel.torch_version(), cache / "accel", verbose
+    )
     cxx_runtime.check_libraries([accelerator_path], build_facts.compiler())
     _accel.use_build(accelerator_path)
 

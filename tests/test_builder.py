@@ -39,6 +39,12 @@ def _sources(job: builder.Job) -> Path:
     return Path(job.command[job.command.index("-c") + 1])
 
 
+def _depfile_flags(job: builder.Job) -> list[str]:
+    """The option that writes the depfile, `-MF` and its path."""
+    at = job.command.index("-MF")
+    return job.command[at - 1 : at + 2]
+
+
 def test_cpu_library_compiles_every_cpp_source_once_with_the_wheel_flags(tmp_path):
     library = builder.Library("_ops_cpu", tmp_path / "pkg" / "_ops_cpu.so", tmp_path / "o")
     compiles, link = builder.jobs(library)
@@ -48,6 +54,11 @@ def test_cpu_library_compiles_every_cpp_source_once_with_the_wheel_flags(tmp_pat
         for flag in [*flags.cxx_flags(), "-DTORCH_EXTENSION_NAME=_ops_cpu", "-fPIC"]:
             assert flag in job.command
         assert job.output.parent == tmp_path / "o" and job.stamp.parent == tmp_path / "o"
+        assert job.depfile == job.output.with_suffix(".d")
+        # Where the depfile is missing: the source and every csrc/ header.
+        headers = {*native_sources.CSRC.rglob("*.h"), *native_sources.CSRC.rglob("*.cuh")}
+        assert set(job.inputs) == {_sources(job), *headers}
+        assert _depfile_flags(job) == ["-MMD", "-MF", str(job.depfile)]
     assert link.command[:2] == [builder.host_compiler(), "-shared"]
     assert link.output == library.output and set(link.inputs) == {j.output for j in compiles}
     assert all(flag in link.command for flag in flags.link_flags())
@@ -78,6 +89,8 @@ def test_cuda_library_commands(tmp_path, monkeypatch, spec):
         ]
         assert f"-I{tmp_path / 'cutlass-include'}" in job.command
     device = flags.device_code_flags(archs, toolkit)
+    for job in compiles:  # nvcc's depfile option (CUDA 12.4 and 13 alike)
+        assert _depfile_flags(job) == ["-MD", "-MF", str(job.output.with_suffix(".d"))]
     for job in others:
         assert job.command[0] == str(toolkit.nvcc)
         assert job.command[-len(device) - with_sm90a :][: len(device)] == device
@@ -163,6 +176,89 @@ def test_the_builder_is_the_only_thing_that_compiles_csrc():
     assert found - in_builder == {
         # Names the libraries' sources for setuptools (its Extensions); compiles none.
         "build_tools/compile/extensions.py:extensions",
-        # Dev mode's accelerator: not csrc/ (builder.py's docstring says why it is apart).
-        "build_tools/dev.py:_build_accelerator",
     }
+
+
+def _two_sources(tmp_path: Path) -> tuple[Path, list[Path], list[builder.Job], builder.Job]:
+    """Two sources, each including a header of its own and a shared one; their compiles
+    (as the builder assembles them: g++, a depfile each) and a link, run once and dated
+    back (sources 100 s, outputs 50 s: a later edit is newer by whole seconds)."""
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "shared.h").write_text("inline int shared() { return 1; }\n")
+    sources = []
+    for name in ("one", "two"):
+        (include / f"{name}.h").write_text(f"inline int {name}() {{ return 2; }}\n")
+        source = tmp_path / f"{name}.cpp"
+        body = f"int f_{name}() {{ return {name}() + shared(); }}"
+        source.write_text(f'#include "{name}.h"\n#include "shared.h"\n{body}\n')
+        sources.append(source)
+    headers = sorted(include.glob("*.h"))
+    work, cxx = tmp_path / "o", builder.host_compiler()
+    compiles = builder.object_jobs(cxx, sources, work, ["-fPIC", f"-I{include}"], headers)
+    library = tmp_path / "lib.so"
+    objects = tuple(job.output for job in compiles)
+    command = [cxx, "-shared", *map(str, objects), "-o", str(library)]
+    link = builder.Job(command, library, objects, work / "link.cmd")
+    builder.run_jobs(compiles, link)
+    for path in [*sources, *headers]:
+        _age(path, 100)
+    for path in [*objects, library]:
+        _age(path, 50)
+    return include, sources, compiles, link
+
+
+def test_a_header_rebuilds_only_the_objects_whose_depfile_lists_it(tmp_path):
+    include, sources, compiles, link = _two_sources(tmp_path)
+    one, two = compiles
+    assert one.up_to_date() and two.up_to_date() and link.up_to_date()
+    # The compiler's list, as the check reads it: the source and its two headers.
+    assert one.depfile is not None
+    listed = builder.read_depfile(one.depfile)
+    assert listed is not None
+    assert set(listed) == {sources[0], include / "one.h", include / "shared.h"}
+    os.utime(include / "one.h")  # edited: now newer than both objects
+    assert not one.up_to_date() and two.up_to_date()
+    built_two = two.output.stat().st_mtime
+    builder.run_jobs(compiles, link)
+    assert one.up_to_date() and link.up_to_date()
+    assert two.output.stat().st_mtime == built_two  # not compiled again
+    os.utime(include / "shared.h")  # included by both
+    assert not one.up_to_date() and not two.up_to_date()
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "no rule", "not text"])
+def test_without_a_readable_depfile_every_header_counts(tmp_path, damage):
+    include, _, (one, two), _ = _two_sources(tmp_path)
+    assert one.depfile is not None
+    if damage == "missing":
+        one.depfile.unlink()
+    elif damage == "not text":
+        one.depfile.write_bytes(b"\xff\xfe:\n")
+    else:
+        one.depfile.write_text("" if damage == "empty" else "not a make rule\n")
+    assert builder.read_depfile(one.depfile) is None
+    assert one.up_to_date()  # nothing is newer than it yet
+    os.utime(include / "two.h")  # only two.cpp includes it, which `one` can no longer tell
+    assert not one.up_to_date() and not two.up_to_date()
+
+
+def test_a_file_the_depfile_lists_that_is_gone_makes_the_object_stale(tmp_path):
+    include, _, (one, two), _ = _two_sources(tmp_path)
+    (include / "one.h").unlink()  # its compile now fails: run it, and the error says why
+    assert not one.up_to_date() and two.up_to_date()
+
+
+def test_depfiles_as_g_plus_plus_and_nvcc_write_them(tmp_path):
+    """g++ -MMD: `obj: src hdr`, a space in a name as `\\ `, `$` as `$$`; nvcc -MD: a
+    space before the colon, one file a line."""
+    gxx = tmp_path / "gxx.d"
+    gxx.write_text("/o/a.o: /s/a.cpp /s/my\\ dir/h.h \\\n /s/c$$.h\n")
+    assert builder.read_depfile(gxx) == (Path("/s/a.cpp"), Path("/s/my dir/h.h"), Path("/s/c$.h"))
+    nvcc = tmp_path / "nvcc.d"
+    nvcc.write_text("/o/a.o : /s/a.cu \\\n    /usr/include/stdc-predef.h \\\n    /s/k.cuh\n")
+    assert builder.read_depfile(nvcc) == (
+        Path("/s/a.cu"),
+        Path("/usr/include/stdc-predef.h"),
+        Path("/s/k.cuh"),
+    )

@@ -8,6 +8,16 @@ version, of which only torch/include/ is read, with HTTP range requests (a few M
 libtorch_python.so, all loaded by `import torch` before wheelops loads it) through stubs
 that carry only their sonames: it binds to the running torch's own copies.
 
+Dev mode (build_tools/dev.py) builds it with these same commands, for the torch that runs
+(`build_incremental`: that torch's own headers, the compiler CXX names, as every build), and
+recompiles only what changed, by the builder's stamps and depfiles. The commands are
+assembled here and not by builder.py's Library: that describes csrc/'s stable-ABI
+libraries (TORCH_TARGET_VERSION, the limited API's defines, the glibc floor's header,
+-z defs against libc10 and libtorch_cpu, a CUDA toolkit), of which the accelerator takes
+none; a third kind of Library would branch every assembler there. What both need alike,
+per-object stamps and depfiles, MAX_JOBS compiles and the link, is builder.py's Job,
+object_jobs and run_jobs, which these commands run on.
+
     python -m build_tools.compile.accelerator --out DIR [--torch 2.11.0 ...]
 """
 
@@ -31,7 +41,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from build_tools.compile import native_sources
+from build_tools.compile import builder, flags, native_sources
 
 PYPI_JSON = os.environ.get("WHEELOPS_TORCH_JSON_URL", "https://pypi.org/pypi")
 # The libraries the accelerator calls into, named by soname only (see the docstring).
@@ -46,9 +56,22 @@ CXX_FLAGS = [
     "-fdata-sections",
 ]
 # One exported symbol (accelerator/exports.map): the copies of newer C++ runtime symbols
-# in accelerator/runtime_compat.cpp must bind within the library only. Dev mode links so too.
-EXPORTS_FLAG = f"-Wl,--version-script={native_sources.ACCEL_DIR / 'exports.map'}"
-LINK_FLAGS = ["-shared", "-Wl,--gc-sections", "-s", EXPORTS_FLAG]
+# in accelerator/runtime_compat.cpp must bind within the library only.
+EXPORTS = native_sources.ACCEL_DIR / "exports.map"
+# The shared C++ runtime as the native libraries link it, whatever the compiler's defaults
+# (flags.cxx_runtime_link_flags says why): without it, a compiler that links the runtime
+# statically (the GPU machine's g++) gave dev mode's build a second
+# __throw_bad_array_new_length beside runtime_compat.cpp's, and g++ 12 here refuses the link.
+LINK_FLAGS = [
+    "-shared",
+    "-Wl,--gc-sections",
+    f"-Wl,--version-script={EXPORTS}",
+    *flags.cxx_runtime_link_flags(),
+]
+# A wheel's are stripped whole (a third of the file). Dev mode keeps the symbol table: the
+# exports map leaves nothing but PyInit in the dynamic one, so the symbol table is where
+# backtraces and cxx_runtime's check find what the library defines.
+WHEEL_STRIP = "-s"
 
 
 def library_path(package: Path, torch_version: str) -> Path:
@@ -179,43 +202,72 @@ def _soname_stubs(directory: Path, cc: str) -> Path:
     return directory
 
 
+def jobs(
+    include: Path, stubs: Path, work: Path, output: Path, cxx: str, strip: bool
+) -> tuple[list[builder.Job], builder.Job]:
+    """The compile of each source into `work` against torch's headers at `include`, and the
+    link into `output` through the soname stubs in `stubs` (`strip`: a wheel's)."""
+    compile_flags = [
+        *CXX_FLAGS,
+        f"-I{include}",
+        f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}",
+        f"-I{sysconfig.get_paths()['include']}",
+    ]
+    headers = sorted(native_sources.ACCEL_DIR.glob("*.h"))
+    sources = native_sources.ACCEL_SOURCES
+    compiles = builder.object_jobs(cxx, sources, work, compile_flags, headers)
+    objects = tuple(job.output for job in compiles)
+    command = [
+        cxx,
+        *map(str, objects),
+        *LINK_FLAGS,
+        *([WHEEL_STRIP] if strip else []),
+        f"-L{stubs}",
+        "-Wl,--no-as-needed",
+        *(f"-l{name}" for name in TORCH_LIBRARIES),
+        "-o",
+        str(output),
+    ]
+    return compiles, builder.Job(command, output, (*objects, EXPORTS), work / "link.cmd")
+
+
 def _source_digest(cxx: str) -> str:
-    digest = hashlib.sha256(" ".join([cxx, *CXX_FLAGS, *LINK_FLAGS]).encode())
+    digest = hashlib.sha256(" ".join([cxx, *CXX_FLAGS, *LINK_FLAGS, WHEEL_STRIP]).encode())
     for source in sorted(native_sources.ACCEL_DIR.iterdir()):
         digest.update(source.name.encode() + source.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def build(torch_version: str, out: Path, platform: str = "x86_64", cxx: str = "g++") -> Path:
+def build(torch_version: str, out: Path, platform: str = "x86_64") -> Path:
     """The accelerator for `torch_version` at `out` (a cached build when the sources, the
     flags and the compiler are the same)."""
+    cxx = builder.host_compiler()
     cached = cache_root() / "builds" / _source_digest(cxx) / f"torch{torch_version}-{platform}.so"
     if not cached.exists():
         include = torch_headers(torch_version, platform)
         stubs = _soname_stubs(cache_root() / "stubs", cxx)
         cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(".partial")
-        subprocess.run(
-            [
-                cxx,
-                *CXX_FLAGS,
-                f"-I{include}",
-                f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}",
-                f"-I{sysconfig.get_paths()['include']}",
-                *map(str, native_sources.ACCEL_SOURCES),
-                *LINK_FLAGS,
-                f"-L{stubs}",
-                "-Wl,--no-as-needed",
-                *(f"-l{name}" for name in TORCH_LIBRARIES),
-                "-o",
-                str(partial),
-            ],
-            check=True,
-        )
-        partial.rename(cached)
+        work = Path(tempfile.mkdtemp(prefix=f"{cached.stem}-", dir=cached.parent))
+        # One compiler at a time: build_all builds MAX_JOBS torch versions side by side.
+        commands = jobs(include, stubs, work, work / cached.name, cxx, strip=True)
+        built = builder.run_jobs(*commands, workers=1)
+        built.rename(cached)
+        shutil.rmtree(work)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cached, out)
     return out
+
+
+def build_incremental(torch_version: str, work: Path, verbose: bool = False) -> Path:
+    """Dev mode: the accelerator for the running torch (`torch_version`: its own headers)
+    at work/wheelops_accel.so, recompiling only what changed since the last build there."""
+    import platform
+
+    cxx = builder.host_compiler()
+    include = torch_headers(torch_version, platform.machine())
+    stubs = _soname_stubs(work / "stubs", cxx)
+    commands = jobs(include, stubs, work, work / "wheelops_accel.so", cxx, strip=False)
+    return builder.run_jobs(*commands, verbose)
 
 
 def build_all(package: Path, torch_versions: list[str], platform: str = "x86_64") -> list[Path]:

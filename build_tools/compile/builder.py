@@ -5,22 +5,26 @@ linked here and nowhere else.
 `build(Library(...))` assembles a compile command per source (an object each) and the link
 command, runs the compiles MAX_JOBS (else one per core) at a time, and skips what is up to
 date: an object whose stamp (its .cmd beside it) holds this very command and that is newer
-than its source and every csrc/ header; a library newer than its objects, linked by this
-very command. Its callers are thin: setuptools' build_ext (extensions.py) for the wheel's
+than every file its last compile read, as the compiler listed them in its depfile (its .d
+beside it: g++ -MMD, nvcc -MD), or, where that list is absent or unreadable, than its
+source and every csrc/ header; a library newer than its objects, linked by this very
+command. Its callers are thin: setuptools' build_ext (extensions.py) for the wheel's
 libraries, that of the build torch's CUDA major and the others' (universal) and a
 cross-built platform's alike, and dev mode (build_tools/dev.py) into its JIT cache.
 The flags are flags.py's and what torch's BuildExtension added, never the build Python's
 own CFLAGS (setuptools gave the CPU library those, -fwrapv among them): a library that
 does not link Python takes nothing from how that Python was configured.
 
-Not here: the optional accelerator (accelerator.py). It is not csrc/: it is built per torch
-version against that version's own headers, outside the stable ABI, and links
-libtorch_python through soname stubs; it shares no source, flag or target with these.
+Not here: the optional accelerator's commands (accelerator.py). It is not csrc/: it is
+built per torch version against that version's own headers, outside the stable ABI, and
+links libtorch_python through soname stubs; it shares no source, flag or target with these.
+It shares the machinery: its commands are Jobs (object_jobs), run by run_jobs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -47,6 +51,10 @@ CPP_EXTENSION_NVCC_FLAGS = [
     "-Xcompiler",
     "-fPIC",
 ]
+# The depfile options: g++ lists the headers it read but the system's (-MMD); nvcc (CUDA
+# 12.4 and 13) has only the every-header form (-MD). Either writes one make rule, `-MF` it.
+HOST_DEPFILE = "-MMD"
+NVCC_DEPFILE = "-MD"
 
 
 def extension_defines(name: str) -> list[str]:
@@ -87,18 +95,24 @@ class Job:
     inputs: tuple[Path, ...]  # what makes `output` stale when newer
     stamp: Path  # holds the command that last made `output`
     slow: bool = False  # started before the others (a CUTLASS object takes minutes)
+    depfile: Path | None = None  # what the last run read, as the compiler listed it
 
     def up_to_date(self) -> bool:
         """`output` was made by this very command, after every input last changed (dev mode
-        loads often; a CUTLASS object takes minutes)."""
+        loads often; a CUTLASS object takes minutes). The inputs: the depfile's list, else
+        (absent or unreadable) `inputs`; a listed file that is gone makes it stale."""
         stamp = self.stamp
         if not (self.output.is_file() and stamp.is_file()):
             return False
         if stamp.read_text() != "\0".join(self.command):
             return False
-        return self.output.stat().st_mtime > max(
-            (p.stat().st_mtime for p in self.inputs), default=0
-        )
+        listed = read_depfile(self.depfile) if self.depfile else None
+        inputs = listed or self.inputs
+        try:
+            newest = max((p.stat().st_mtime for p in inputs), default=0)
+        except FileNotFoundError:
+            return False
+        return self.output.stat().st_mtime > newest
 
     def run(self) -> None:
         done = subprocess.run(self.command, capture_output=True, text=True)
@@ -107,6 +121,22 @@ class Job:
                 f"wheelops build failed:\n{' '.join(self.command)}\n{done.stdout}{done.stderr}"
             )
         self.stamp.write_text("\0".join(self.command))
+
+
+def read_depfile(depfile: Path) -> tuple[Path, ...] | None:
+    """The files of the make rule a compiler wrote (`x.o: x.cpp a.h \\` lines; g++ escapes
+    a space in a name as `\\ ` and a `$` as `$$`); None where the file is absent or holds no
+    rule with at least one file."""
+    try:
+        text = depfile.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    words = re.findall(r"(?:\\.|[^\s\\])+", text.replace("\\\n", " "))
+    colon = next((i for i, word in enumerate(words) if word.endswith(":")), None)
+    if colon is None:
+        return None
+    files = [re.sub(r"\\(.)", r"\1", word).replace("$$", "$") for word in words[colon + 1 :]]
+    return tuple(Path(name) for name in files if not name.endswith(":")) or None
 
 
 def host_compiler() -> str:
@@ -140,25 +170,25 @@ def _headers() -> tuple[Path, ...]:
     return (*native_sources.CSRC.rglob("*.h"), *native_sources.CSRC.rglob("*.cuh"))
 
 
-def _object_jobs(
+def object_jobs(
     compiler: str,
     sources: Sequence[Path],
     work: Path,
     compile_flags: list[str],
+    headers: Sequence[Path],
+    depfile_flag: str = HOST_DEPFILE,
     slow: bool = False,
 ) -> list[Job]:
-    """A job per source: its object (named by stem) in `work`."""
-    headers = _headers()
-    return [
-        Job(
-            [compiler, "-c", str(source), "-o", str(obj), *compile_flags],
-            obj,
-            (source, *headers),
-            obj.with_suffix(".o.cmd"),
-            slow,
-        )
-        for source, obj in ((source, work / f"{source.stem}.o") for source in sources)
-    ]
+    """A job per source: its object (named by stem) in `work`, with its depfile; `headers`:
+    what the source may include, for the check where the depfile is missing."""
+
+    def job(source: Path, obj: Path) -> Job:
+        depfile = obj.with_suffix(".d")
+        flags = [depfile_flag, "-MF", str(depfile), *compile_flags]
+        command = [compiler, "-c", str(source), "-o", str(obj), *flags]
+        return Job(command, obj, (source, *headers), obj.with_suffix(".o.cmd"), slow, depfile)
+
+    return [job(source, work / f"{source.stem}.o") for source in sources]
 
 
 def cpu_jobs(library: Library, host: _Host) -> list[Job]:
@@ -170,7 +200,8 @@ def cpu_jobs(library: Library, host: _Host) -> list[Job]:
         *[f"-I{p}" for p in includes],
         *flags.cxx_flags(),
     ]
-    return _object_jobs(host.cxx, native_sources.cpu_sources(), library.work, compile_flags)
+    sources = native_sources.cpu_sources()
+    return object_jobs(host.cxx, sources, library.work, compile_flags, _headers())
 
 
 def _nvcc_flags(library: Library, host: _Host, toolkit: CudaToolkit) -> list[str]:
@@ -193,14 +224,15 @@ def cuda_jobs(library: Library, host: _Host) -> list[Job]:
     toolkit, archs = library.toolkit, library.archs
     assert toolkit is not None and archs is not None, "a CUDA library has a toolkit and archs"
     shared = _nvcc_flags(library, host, toolkit)
-    nvcc = str(toolkit.nvcc)
+    nvcc, work, headers = str(toolkit.nvcc), library.work, _headers()
     sm90a = []
     if flags.has_sm90a(archs):
         sm90a_flags = [*shared, f"-I{cutlass.include_dir()}", *flags.sm90a_code_flags(toolkit)]
         sources = native_sources.sm90a_sources()
-        sm90a = _object_jobs(nvcc, sources, library.work, sm90a_flags, slow=True)
+        sm90a = object_jobs(nvcc, sources, work, sm90a_flags, headers, NVCC_DEPFILE, slow=True)
     device = [*flags.device_code_flags(archs, toolkit), *([flags.SM90A_DEFINE] if sm90a else [])]
-    others = _object_jobs(nvcc, native_sources.cuda_sources(), library.work, [*shared, *device])
+    sources = native_sources.cuda_sources()
+    others = object_jobs(nvcc, sources, work, [*shared, *device], headers, NVCC_DEPFILE)
     return [*others, *sm90a]
 
 
@@ -250,18 +282,26 @@ def _max_jobs() -> int:
     return int(os.environ.get("MAX_JOBS") or os.cpu_count() or 1)
 
 
-def build(library: Library, verbose: bool = False) -> Path:
-    """Compile and link `library` (only what is stale); its output."""
-    compiles, link = jobs(library)
-    library.work.mkdir(parents=True, exist_ok=True)
-    library.output.parent.mkdir(parents=True, exist_ok=True)
+def run_jobs(
+    compiles: list[Job], link: Job, verbose: bool = False, workers: int | None = None
+) -> Path:
+    """Run the stale compiles (`workers`, else MAX_JOBS, at a time; the slow ones first),
+    then the link where anything changed; the link's output."""
+    for job in [*compiles, link]:
+        job.stamp.parent.mkdir(parents=True, exist_ok=True)
+        job.output.parent.mkdir(parents=True, exist_ok=True)
     stale = [job for job in compiles if not job.up_to_date()]
     relink = bool(stale) or not link.up_to_date()
     if verbose:
         for job in [*stale, *([link] if relink else [])]:
             print(" ".join(job.command), flush=True)
-    with ThreadPoolExecutor(max_workers=_max_jobs()) as pool:
+    with ThreadPoolExecutor(max_workers=workers or _max_jobs()) as pool:
         list(pool.map(Job.run, sorted(stale, key=lambda job: not job.slow)))
     if relink:
         link.run()
-    return library.output
+    return link.output
+
+
+def build(library: Library, verbose: bool = False) -> Path:
+    """Compile and link `library` (only what is stale); its output."""
+    return run_jobs(*jobs(library), verbose=verbose)

@@ -27,7 +27,7 @@ from build_tools.plan import torch_install
 # cublas: the headers and libcublasLt.so.13 fused_linear_gelu links (the cuBLAS torch's own
 # cuda-toolkit pin already installs, so nothing new is downloaded).
 TOOLKIT_COMPONENTS = "nvcc,cudart,crt,nvvm,cccl,cublas"
-BUILD_REQUIREMENTS = ["setuptools>=77", "wheel", "ninja", "packaging"]
+BUILD_REQUIREMENTS = ["setuptools>=77", "wheel", "packaging"]
 IMAGE_VARIANT_ENV = "WHEELOPS_IMAGE_VARIANT"  # set by docker/Dockerfile
 
 

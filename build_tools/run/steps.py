@@ -38,14 +38,14 @@ TARGETS = {
 DIST = ROOT / "dist"
 REPAIRED = DIST / "repaired"
 SITE = ROOT / "site"
-# ninja and setuptools: the suite also builds the sources in dev mode.
 TEST_REQUIREMENTS = [
     "pytest>=8",
     "pytest-xdist>=3.5",  # one worker per core: the suite waits on subprocesses a lot
     "expecttest",
     "numpy",
     "hypothesis>=6.100",
-    "ninja",
+    # The suite also builds the sources in dev mode, whose builder reads torch's include
+    # and library paths from torch.utils.cpp_extension, which imports setuptools.
     "setuptools>=77",
     "cmake",  # test_cmake_config configures projects with find_package(wheelops)
     CUOBJDUMP_REQUIREMENT,  # test_build reads the SASS and PTX each CUDA library holds
