@@ -5,10 +5,10 @@
 // k = K, and the bias (length N) runs along D's rows, as its epilogues want.
 //
 // Forward:
-//   none (erf), 16-bit, with a bias, on an sm_90 GPU (where the library links the sm_90a
-//         kernels): one CUTLASS GEMM whose epilogue adds the bias and applies the exact
-//         GELU in float32 before rounding, writing the pre-activation too when kept
-//         (fused_linear_gelu_sm90a.cu).
+//   none (erf), 16-bit, with a bias, the pre-activation not kept (no gradient asked), on an
+//         sm_90 GPU (where the library links the sm_90a kernels): one CUTLASS GEMM whose
+//         epilogue adds the bias and applies the exact GELU in float32 before rounding
+//         (fused_linear_gelu_sm90a.cu; where it is kept, the path below is as fast).
 //   tanh (16-bit): one GEMM whose epilogue adds the bias and applies cuBLASLt's GELU (the tanh
 //         form) in float32 before rounding: GELU_BIAS, or GELU_AUX_BIAS writing the
 //         pre-activation for the backward too.
@@ -149,12 +149,12 @@ void forward(
   // dominates, and the GELU_BIAS kernels were slower than BIAS ones there).
 #if defined(WHEELOPS_SM90A_KERNELS)
   if constexpr (kSixteenBit<T>) {
-    if (mode == gelu::Approximate::kNone && pb != nullptr &&
+    if (mode == gelu::Approximate::kNone && pb != nullptr && pp == nullptr &&
         cuda::compute_capability(device) == 90) {
       const sm90a::Problem problem{
           std::is_same_v<T, Half> ? sm90a::Dtype::kHalf
                                   : sm90a::Dtype::kBFloat16,
-          px, pw, pb, po, pp, s.m, s.n, s.k, device, cuda::multiprocessor_count(device)};
+          px, pw, pb, po, s.m, s.n, s.k, device, cuda::multiprocessor_count(device)};
       if (sm90a::run(problem, stream)) {
         WHEELOPS_CHECK_LAUNCH(kOp);
         return;

@@ -1,12 +1,18 @@
 // CUTLASS kernels for fused_linear_gelu_sm90a.h: a TMA, warp-specialized, persistent
 // GEMM (the cooperative schedule) whose epilogue visitor tree computes
-//   pre = acc + bias (float32; stored rounded to the dtype when wanted)
-//   out = gelu(pre)  (float32, PyTorch's erf formula from kernels/gelu.h, then one rounding)
-// One tile configuration, chosen by measurement on an H100 (benchmarks/results/
-// h100-2026-11-27-issue37): 128x256x64 tiles on a 2x1 cluster, the cooperative schedule
-// (bf16 8192x768->3072: 87.9 us against 97.3 for 64x256 ping-pong tiles). It serves
-// problems of at least kMinWaves waves of tiles: at 96 tiles (1024x768->3072) it took 17.9
-// us where cuBLASLt's GEMM and the GELU pass took 16.6; at 768 tiles 87.9 against 103.9.
+//   out = gelu(acc + bias)  (float32, PyTorch's erf formula from kernels/gelu.h, then one
+//                            rounding)
+// One tile configuration, chosen by measurement on an H200 among 19 (cooperative and
+// ping-pong; 64x256, 128x128, 128x256, 256x128 tiles; 1x1, 2x1, 1x2 clusters;
+// benchmarks/results/h200-2026-11-29-issue44): 256x128x64 tiles on a 1x2 cluster, bf16
+// 8192x768->3072 86.0 us (128x256 on 2x1, the previous choice: 86.7), 8192x4096->16384
+// 1803 (1868), 8192x4096->11008 1189 (1199), 8192x1024->4096 141.2 (136.7; eager 141.7).
+// It serves problems of at least kMinWaves waves of tiles: at 96 tiles (1024x768->3072) the
+// previous tiles took 17.9 us where cuBLASLt's GEMM and the GELU pass took 16.6 (H100).
+// Inference only: where the backward needs the pre-activation, the kernel that also wrote it
+// was no faster than cuBLASLt's GEMM and the GELU pass, which write and read it anyway
+// (bf16, H200: 148.0 against 141.7 us at 8192x1024->4096, 93.8 against 94.5 at
+// 8192x768->3072), so fused_linear_gelu.cu takes those there.
 #include "fused_linear_gelu_sm90a.h"
 
 #include <cute/tensor.hpp>
@@ -18,7 +24,6 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <limits>
-#include <type_traits>
 
 #include "wheelops/kernels/gelu.h"
 
@@ -48,22 +53,19 @@ struct ExactGelu<cutlass::Array<T, N>> {
 };
 
 constexpr int kAlignment = 8;  // elements: 16 bytes of a 16-bit type
-constexpr int64_t kTileM = 128, kTileN = 256;
+constexpr int64_t kTileM = 256, kTileN = 128;
 constexpr int64_t kMinWaves = 4;
 
-template <typename Element, bool kKeepPre>
+template <typename Element>
 struct Kernel {
   using LayoutX = cutlass::layout::RowMajor;     // x [m, k]
   using LayoutW = cutlass::layout::ColumnMajor;  // w [n, k] row-major: B (k x n), k-major
   using LayoutOut = cutlass::layout::RowMajor;
-  using TileShape = Shape<_128, _256, _64>;
+  using TileShape = Shape<_256, _128, _64>;
   static_assert(size<0>(TileShape{}) == kTileM && size<1>(TileShape{}) == kTileN);
-  using ClusterShape = Shape<_2, _1, _1>;
-  using Fusion = std::conditional_t<
-      kKeepPre,
-      cutlass::epilogue::fusion::LinCombPerColBiasEltActAux<
-          LayoutOut, ExactGelu, Element, float, Element, Element>,
-      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ExactGelu, Element, float, Element>>;
+  using ClusterShape = Shape<_1, _2, _1>;
+  using Fusion =
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ExactGelu, Element, float, Element>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutOut,
@@ -80,9 +82,9 @@ struct Kernel {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 };
 
-template <typename Element, bool kKeepPre>
+template <typename Element>
 bool launch(const Problem& p, cudaStream_t stream) {
-  using Gemm = typename Kernel<Element, kKeepPre>::Gemm;
+  using Gemm = typename Kernel<Element>::Gemm;
   using GemmKernel = typename Gemm::GemmKernel;
   const int m = static_cast<int>(p.m);
   const int n = static_cast<int>(p.n);
@@ -101,10 +103,6 @@ bool launch(const Problem& p, cudaStream_t stream) {
       {{}, nullptr, stride_out, static_cast<Element*>(p.out), stride_out},
       hw};
   args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);
-  if constexpr (kKeepPre) {
-    args.epilogue.thread.aux_ptr = static_cast<Element*>(p.pre);
-    args.epilogue.thread.dAux = stride_out;
-  }
   Gemm gemm;
   // The persistent scheduler without stream-K needs no workspace; where a CUTLASS
   // version would, decline rather than allocate outside torch's allocator.
@@ -127,8 +125,7 @@ bool fits(const Problem& p) {
   const bool sizes = p.m > 0 && p.n > 0 && p.k > 0 && p.m <= kMax && p.n <= kMax &&
                      p.k <= kMax && p.n % kAlignment == 0 && p.k % kAlignment == 0;
   const bool pointers = aligned_16(p.x) && aligned_16(p.w) && p.bias != nullptr &&
-                        aligned_16(p.bias) && aligned_16(p.out) &&
-                        (p.pre == nullptr || aligned_16(p.pre));
+                        aligned_16(p.bias) && aligned_16(p.out);
   const int64_t tiles = ((p.m + kTileM - 1) / kTileM) * ((p.n + kTileN - 1) / kTileN);
   return sizes && pointers && tiles >= kMinWaves * p.sm_count;
 }
@@ -137,13 +134,8 @@ bool run(const Problem& p, cudaStream_t stream) {
   if (!fits(p)) {
     return false;
   }
-  const bool keep_pre = p.pre != nullptr;
-  if (p.dtype == Dtype::kBFloat16) {
-    return keep_pre ? launch<cutlass::bfloat16_t, true>(p, stream)
-                    : launch<cutlass::bfloat16_t, false>(p, stream);
-  }
-  return keep_pre ? launch<cutlass::half_t, true>(p, stream)
-                  : launch<cutlass::half_t, false>(p, stream);
+  return p.dtype == Dtype::kBFloat16 ? launch<cutlass::bfloat16_t>(p, stream)
+                                     : launch<cutlass::half_t>(p, stream);
 }
 
 } // namespace wheelops::fused_linear_gelu::sm90a
