@@ -46,6 +46,7 @@
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
 #include "wheelops/narrowing.h"
+#include "wheelops/occupancy.cuh"
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
 
@@ -758,11 +759,9 @@ void launch_backward(
     dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
       constexpr auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
       allow_dynamic_smem<kernel>(smem, device, op);
-      int per_sm = 0;
-      WHEELOPS_CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cfg.tx * ty, smem), op);
+      const int per_sm = cuda::resident_blocks_per_sm_of_shape<kernel>(cfg.tx * ty, smem, device);
       // Persistent: every block resident, so the partials stay few.
-      const unsigned int grid = capped_grid(groups, sms * (per_sm > 0 ? per_sm : 1));
+      const unsigned int grid = capped_grid(groups, sms * per_sm);
       Tensor partial;
       if (p.slots > 0) {
         partial = allocate(like, {int64_t{grid}, int64_t{p.slots}, shape.cols}, kAccType);
