@@ -4,21 +4,11 @@
 // cuBLASLt computes D (N x M, ld N) = op(A = W, transposed) @ op(B = X): m = N, n = M,
 // k = K, and the bias (length N) runs along D's rows, as its epilogues want.
 //
-// Forward:
-//   none (erf), 16-bit, with a bias, the pre-activation not kept (no gradient asked), on an
-//         sm_90 GPU (where the library links the sm_90a kernels): one CUTLASS GEMM whose
-//         epilogue adds the bias and applies the exact GELU in float32 before rounding
-//         (fused_linear_gelu_sm90a.cu; where it is kept, the path below is as fast).
-//   tanh (16-bit): one GEMM whose epilogue adds the bias and applies cuBLASLt's GELU (the tanh
-//         form) in float32 before rounding: GELU_BIAS, or GELU_AUX_BIAS writing the
-//         pre-activation for the backward too.
-//   none (erf): cuBLASLt has no erf GELU epilogue. The GEMM's BIAS epilogue writes the
-//         pre-activation rounded to the dtype (exactly what F.linear returns), then one
-//         vectorized erf-GELU pass (in place when the pre-activation is not kept): as
-//         exact as F.gelu(F.linear(...)), about as fast.
-//   float64, out_features or in_features not a multiple of 8, an operand not 16-byte
-//         aligned, or K = 0: a plain GEMM, then the
-//         bias and the GELU in kernels of our own.
+// Forward: which path runs is a pure rule, fused_linear_gelu_path.h (tested on the CPU;
+// each path and the reasons for it are described there): on sm_90 with the sm_90a kernels,
+// the erf inference forward is one CUTLASS GEMM with the GELU in its epilogue; tanh (16-bit)
+// is one cuBLASLt GEMM with its GELU epilogue; otherwise cuBLASLt's BIAS epilogue (or a
+// plain GEMM and our bias kernel) writes the pre-activation and one GELU pass follows.
 // Backward: one pass d_pre = grad * gelu'(pre) that also sums grad_bias (deterministic,
 // two stages: the GELU family's backward, wheelops/kernels/gelu_backward.cu), then two
 // plain GEMMs (grad_input = d_pre @ W, grad_weight = d_pre^T @ X).
@@ -35,6 +25,7 @@
 #include <vector>
 
 #include "fused_linear_gelu.h"
+#include "fused_linear_gelu_path.h"
 #if defined(WHEELOPS_SM90A_KERNELS)
 #include "fused_linear_gelu_sm90a.h"
 #endif
@@ -115,21 +106,24 @@ cublaslt::Gemm forward_gemm(GemmShape s, bool allow_tf32, cublasLtEpilogue_t epi
 template <typename T>
 constexpr bool kSixteenBit = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-// Where cuBLASLt's bias and GELU epilogues are used. On an H100 (cuBLASLt 13.1) the BIAS
-// and GELU_BIAS epilogues gave wrong elements (about one a row, off by up to 30 bf16 ulps)
-// when out_features was not a multiple of 8 or an operand was not 16-byte aligned:
-// there the GEMM runs plain and our kernels add the bias. Not for float64 (no epilogues).
 template <typename T>
-bool epilogue_fits(GemmShape s, std::initializer_list<const void*> pointers) {
-  if constexpr (std::is_same_v<T, double>) {
-    return false;
-  } else {
-    bool aligned = s.n % 8 == 0 && s.k % 8 == 0;
-    for (const void* p : pointers) {
-      aligned = aligned && (p == nullptr || cuda::is_aligned_16(p));
-    }
-    return aligned;
+constexpr Precision kPrecision = kSixteenBit<T>              ? Precision::kSixteenBit
+                                 : std::is_same_v<T, double> ? Precision::kFloat64
+                                                             : Precision::kFloat32;
+
+#if defined(WHEELOPS_SM90A_KERNELS)
+constexpr bool kSm90aKernels = true;
+#else
+constexpr bool kSm90aKernels = false;
+#endif
+
+// Null pointers (absent optional tensors) do not count.
+bool all_aligned_16(std::initializer_list<const void*> pointers) {
+  bool aligned = true;
+  for (const void* p : pointers) {
+    aligned = aligned && (p == nullptr || cuda::is_aligned_16(p));
   }
+  return aligned;
 }
 
 template <typename T>
@@ -142,15 +136,19 @@ void forward(
   const T* pb = bias ? bias->const_data_ptr<T>() : nullptr;
   T* po = out.mutable_data_ptr<T>();
   T* pp = pre ? pre->mutable_data_ptr<T>() : nullptr;
-  const bool fits = s.k > 0 && epilogue_fits<T>(s, {px, pw, pb, po, pp});
-  // cuBLASLt's GELU is the tanh form, evaluated with an error of up to 38.5 float32 ulps
-  // of 1 + |u| (measured, H100): far below a 16-bit result's rounding, far above
-  // F.gelu's in float32, so float32 takes the exact path below (as fast: its GEMM
-  // dominates, and the GELU_BIAS kernels were slower than BIAS ones there).
+  const ForwardFacts facts{kPrecision<T>,
+                           mode == gelu::Approximate::kTanh,
+                           pb != nullptr,
+                           pp != nullptr,
+                           kSm90aKernels,
+                           cuda::compute_capability(device),
+                           s.n,
+                           s.k,
+                           all_aligned_16({px, pw, pb, po, pp})};
+  ForwardPath path = choose_forward_path(facts);
+  if (path == ForwardPath::kCutlassErfGelu) {
 #if defined(WHEELOPS_SM90A_KERNELS)
-  if constexpr (kSixteenBit<T>) {
-    if (mode == gelu::Approximate::kNone && pb != nullptr && pp == nullptr &&
-        cuda::compute_capability(device) == 90) {
+    if constexpr (kSixteenBit<T>) {
       const sm90a::Problem problem{
           std::is_same_v<T, Half> ? sm90a::Dtype::kHalf
                                   : sm90a::Dtype::kBFloat16,
@@ -160,9 +158,10 @@ void forward(
         return;
       }
     }
-  }
 #endif
-  if (mode == gelu::Approximate::kTanh && kSixteenBit<T> && fits) {
+    path = next_forward_path(path, facts);
+  }
+  if (path == ForwardPath::kGeluEpilogue) {
     const cublasLtEpilogue_t epilogue = pp != nullptr
         ? (pb != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
         : (pb != nullptr ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
@@ -170,22 +169,25 @@ void forward(
                              x, device, stream, kOp)) {
       return;
     }
+    path = next_forward_path(path, facts);
   }
   // The pre-activation, then the GELU over it.
   T* ph = pp != nullptr ? pp : po;
   bool bias_added = pb == nullptr;
-  if (s.k == 0) {
+  if (path == ForwardPath::kZeroK) {
     WHEELOPS_CUDA_CHECK(cudaMemsetAsync(ph, 0, sizeof(T) * s.m * s.n, stream), kOp);
-  } else {
-    if (!bias_added && fits) {
-      bias_added = cublaslt::try_matmul(
-          forward_gemm<T>(s, allow_tf32, CUBLASLT_EPILOGUE_BIAS), {pw, px, ph, pb, nullptr}, x,
-          device, stream, kOp);
+  }
+  if (path == ForwardPath::kBiasEpilogueThenGelu) {
+    bias_added = cublaslt::try_matmul(
+        forward_gemm<T>(s, allow_tf32, CUBLASLT_EPILOGUE_BIAS), {pw, px, ph, pb, nullptr}, x,
+        device, stream, kOp);
+    if (!bias_added) {
+      path = next_forward_path(path, facts);
     }
-    if (!bias_added || pb == nullptr) {
-      cublaslt::matmul(forward_gemm<T>(s, allow_tf32, CUBLASLT_EPILOGUE_DEFAULT),
-                       {pw, px, ph, nullptr, nullptr}, x, device, stream, kOp);
-    }
+  }
+  if (path == ForwardPath::kGemmThenGelu) {
+    cublaslt::matmul(forward_gemm<T>(s, allow_tf32, CUBLASLT_EPILOGUE_DEFAULT),
+                     {pw, px, ph, nullptr, nullptr}, x, device, stream, kOp);
   }
   if (!bias_added) {
     add_bias_kernel<T><<<cuda::grid_for(s.m * s.n, kThreads, device), kThreads, 0, stream>>>(
