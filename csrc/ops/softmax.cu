@@ -600,17 +600,24 @@ struct Launch {
 // (bf16 4096 x 16384: 109 us against 126); the float forward and every backward
 // ran faster on all rows' blocks (H100: float forward 4096 x 16384 184 us
 // against 221, 8192 x 8192 183 against 209; float backward 269 against 307).
-template <typename Kernel>
-Launch register_launch(
-    cuda::OccupancyCache& cache, Kernel kernel, const RowPlan& plan, int64_t rows,
-    bool one_wave, int32_t device) {
+template <auto kKernel>
+Launch register_launch(const RowPlan& plan, int64_t rows, bool one_wave, int32_t device) {
   const int threads = plan.team <= kWarpSize ? kSmallRowBlock : plan.team;
   const int64_t per_block = plan.team <= kWarpSize ? kSmallRowBlock / plan.team : 1;
   const int64_t groups = (rows + per_block - 1) / per_block;
   if (!one_wave) {
     return {cuda::one_pass_grid(groups, 1), threads};
   }
-  return {cuda::resident_grid(cache, kernel, threads, 0, groups, device), threads};
+  return {cuda::resident_grid<kKernel>(threads, 0, groups, device), threads};
+}
+
+// A forward kernel that holds its rows in registers, on register_launch's grid.
+template <auto kKernel, typename T>
+void launch_in_registers(
+    const T* x, T* y, const RowPlan& plan, RowsCols shape, bool one_wave, int32_t device,
+    cudaStream_t stream) {
+  const Launch launch = register_launch<kKernel>(plan, shape.rows, one_wave, device);
+  kKernel<<<launch.blocks, launch.threads, 0, stream>>>(x, y, shape.rows, shape.cols, plan.team);
 }
 
 template <typename T, int kVec>
@@ -631,20 +638,14 @@ void launch_forward(const T* x, T* y, RowsCols shape, int32_t device, cudaStream
     const bool packed = plan.team >= kPackedMinTeam;
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
       constexpr int kItems = decltype(items)::value;
-      const auto run = [&](auto kernel, auto& cache) {
-        const Launch launch =
-            register_launch(cache, kernel, plan, shape.rows, sizeof(T) == 2, device);
-        kernel<<<launch.blocks, launch.threads, 0, stream>>>(
-            x, y, shape.rows, shape.cols, plan.team);
-      };
       if constexpr (sizeof(T) == 2 && kVec > 1 && kItems >= kPackedMinItems) {
         if (packed) {
-          static cuda::OccupancyCache cache{};
-          return run(softmax_forward_in_registers<T, kVec, kItems, true>, cache);
+          return launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, true>>(
+              x, y, plan, shape, sizeof(T) == 2, device, stream);
         }
       }
-      static cuda::OccupancyCache cache{};
-      run(softmax_forward_in_registers<T, kVec, kItems, false>, cache);
+      launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, false>>(
+          x, y, plan, shape, sizeof(T) == 2, device, stream);
     });
   }
   WHEELOPS_CHECK_LAUNCH("softmax");
@@ -662,9 +663,8 @@ void launch_backward(
         <<<blocks, kMaxThreads, 0, stream>>>(grad, y, grad_x, shape.rows, shape.cols);
   } else {
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
-      static cuda::OccupancyCache cache{};
-      const auto kernel = softmax_backward_in_registers<T, kVec, decltype(items)::value>;
-      const Launch launch = register_launch(cache, kernel, plan, shape.rows, false, device);
+      constexpr auto kernel = softmax_backward_in_registers<T, kVec, decltype(items)::value>;
+      const Launch launch = register_launch<kernel>(plan, shape.rows, false, device);
       kernel<<<launch.blocks, launch.threads, 0, stream>>>(
           grad, y, grad_x, shape.rows, shape.cols, plan.team);
     });

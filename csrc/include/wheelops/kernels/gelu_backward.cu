@@ -192,9 +192,8 @@ void launch_backward(
   constexpr auto kAccType = std::is_same_v<A, double> ? ScalarType::Double : ScalarType::Float;
   // Dynamic shared memory: the block's column sums (a constant per kernel).
   const size_t shared = size_t{kThreads} * kVec * sizeof(A);
-  static cuda::OccupancyCache cache{};
-  const auto kernel = bias_gelu_backward_kernel<T, kVec, kMode>;
-  const int per_sm = cuda::resident_blocks_per_sm(cache, kernel, kThreads, shared, device);
+  constexpr auto kernel = bias_gelu_backward_kernel<T, kVec, kMode>;
+  const int per_sm = cuda::resident_blocks_per_sm<kernel>(kThreads, shared, device);
   const TileGrid tg = tile_grid(shape.cols / kVec, shape.rows, per_sm, kRowsPerStep<T>, device);
   const int64_t splits = shape.rows > 0 ? tg.grid.y : 0;
   // Workspace from torch's caching allocator, on the current stream.

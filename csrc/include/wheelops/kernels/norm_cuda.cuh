@@ -759,7 +759,7 @@ void launch_backward(
     dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
       constexpr auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
       allow_dynamic_smem<kernel>(smem, device, op);
-      const int per_sm = cuda::resident_blocks_per_sm_of_shape<kernel>(cfg.tx * ty, smem, device);
+      const int per_sm = cuda::resident_blocks_per_sm<kernel>(cfg.tx * ty, smem, device);
       // Persistent: every block resident, so the partials stay few.
       const unsigned int grid = capped_grid(groups, sms * per_sm);
       Tensor partial;
