@@ -46,10 +46,15 @@ constexpr unsigned int kFullMask = 0xffffffffu;
 constexpr int kMaxThreads = 512;
 // Block size when a row's team is at most one warp: several rows per block.
 constexpr int kSmallRowBlock = 128;
-// Vectors per thread the host aims for: four 16-byte loads in flight forward;
-// two per array backward, which loads two arrays (at four, 4096-8192 column rows
-// ran 5-8% slower, H200).
-constexpr int kForwardItems = 4;
+// Vectors per thread the host aims for. Forward: two for 16-bit rows, so an
+// 8192-column row takes a team of 512 threads holding 16 floats each, in 32
+// registers at full occupancy (Liger's Triton softmax's shape; H200, bf16, one
+// call, against four vectors a thread before: 8192 x 8192 77.3 us against 85.9,
+// 4096 x 8192 41.9 against 46.5, 4096 x 4096 23.0 against 25.2); four for float
+// rows. Backward: two per array, which loads two arrays (at four, 4096-8192
+// column rows ran 5-8% slower, H200).
+template <typename T>
+constexpr int kForwardItems = sizeof(T) == 2 ? 2 : 4;
 constexpr int kBackwardItems = 2;
 // Register bytes per thread for the row (64 floats; the backward holds g and
 // y in their own dtype): the most that fits the 128-register cap beside the
@@ -61,13 +66,21 @@ constexpr int kMaxItemsDispatched = 32;
 // Vectors each thread loads per step of the two-pass kernels.
 constexpr int kStreamBatch = 4;
 constexpr int kMaxSmsWaves = 8;
-// The 16-bit forward keeps a row packed from this team size up (see launch_forward);
-// such teams hold at least this many vectors a thread (kForwardItems), so only those
-// kernels are instantiated packed.
-constexpr int kPackedMinTeam = 256;
-constexpr int kPackedMinItems = kForwardItems;
 
 using math::exp_;
+
+// Blocks of kMaxThreads the compiler must fit on an SM at once, for
+// __launch_bounds__. A 16-bit vector row of up to 64 bytes a thread (16 floats)
+// needs no more than 32 registers, so four blocks (a full SM) must fit: Liger's
+// Triton softmax runs 8192-column bf16 rows so (32 registers, 100% theoretical
+// occupancy), where ptxas, left free, gave ours 40-56 registers and 50-75%
+// occupancy (ncu, H200). Every other kernel gets 0: no minimum at all, which is
+// not the same as 1 (a minimum of 1 let ptxas take 55 registers for the float
+// rows of 8192 columns where it took 40, and ran them 13% slower).
+template <typename T, int kVec>
+constexpr int min_resident_blocks(size_t row_bytes_per_thread) {
+  return sizeof(T) == 2 && kVec > 1 && row_bytes_per_thread <= 64 ? 2048 / kMaxThreads : 0;
+}
 
 // exp(v - max) for the register kernels. A 16-bit row has twice the elements
 // per byte of a float row, so its instruction count per byte matters (the
@@ -193,7 +206,7 @@ __device__ __forceinline__ void prefetch_rows(
 // block (teams past the last row idle through it) so every shuffle and
 // barrier sees all its threads.
 //
-// kPacked (16-bit rows of block-sized teams, see launch_forward): the row stays
+// kPacked (16-bit rows of more than two vectors a thread, see launch_forward): the row stays
 // packed in its own dtype and each exp is evaluated twice (for the sum, then for
 // the output) rather than kept in float. The float row took 32 of the thread's
 // 56 registers, so 4 blocks of 256 threads fitted an SM and too few bytes were
@@ -201,7 +214,9 @@ __device__ __forceinline__ void prefetch_rows(
 // bandwidth; packed: 40 registers). The second exp is the same FFMA + MUFU.EX2
 // on the same operands: the output is bitwise the same either way.
 template <typename T, int kVec, int kItems, bool kPacked>
-__global__ void __launch_bounds__(kMaxThreads) softmax_forward_in_registers(
+__global__ void __launch_bounds__(
+    kMaxThreads, min_resident_blocks<T, kVec>(kItems * kVec * sizeof(acc_type<T>)))
+softmax_forward_in_registers(
     const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, int team_size) {
   using A = acc_type<T>;
   static_assert(!kPacked || sizeof(T) == 2, "only 16-bit rows stay packed");
@@ -410,7 +425,9 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
 
 // grad_x = y * (g - sum(g * y)), the row of g and y held in registers.
 template <typename T, int kVec, int kItems>
-__global__ void __launch_bounds__(kMaxThreads) softmax_backward_in_registers(
+__global__ void __launch_bounds__(
+    kMaxThreads, min_resident_blocks<T, kVec>(2 * kItems * kVec * sizeof(T)))
+softmax_backward_in_registers(
     const T* __restrict__ grad, const T* __restrict__ y, T* __restrict__ grad_x, int64_t rows,
     int64_t cols, int team_size) {
   using A = acc_type<T>;
@@ -596,9 +613,11 @@ struct Launch {
 
 // `one_wave`: one resident wave of `kernel` (a grid-stride loop over blocks of
 // rows), so each block has a next row to prefetch while it works on the current
-// one; else a block per row group. The one wave serves the 16-bit forward
-// (bf16 4096 x 16384: 109 us against 126); the float forward and every backward
-// ran faster on all rows' blocks (H100: float forward 4096 x 16384 184 us
+// one; else a block per row group. The one wave serves the 16-bit forward of
+// rows longer than a 512-thread team's two vectors a thread (bf16 4096 x 16384,
+// H200: 88.3 us against 96.6 on all rows' blocks); shorter 16-bit rows, the
+// float forward and every backward ran faster on all rows' blocks (H200, bf16
+// 8192 x 8192: 77.6 us against 81.7; H100: float forward 4096 x 16384 184 us
 // against 221, 8192 x 8192 183 against 209; float backward 269 against 307).
 template <auto kKernel>
 Launch register_launch(const RowPlan& plan, int64_t rows, bool one_wave, int32_t device) {
@@ -625,27 +644,26 @@ void launch_forward(const T* x, T* y, RowsCols shape, int32_t device, cudaStream
   using A = acc_type<T>;
   constexpr int kMaxItems =
       std::min(kRowRegisterBytes / (kVec * static_cast<int>(sizeof(A))), kMaxItemsDispatched);
-  const RowPlan plan = plan_rows(shape.cols / kVec, kForwardItems, kMaxItems);
+  const RowPlan plan = plan_rows(shape.cols / kVec, kForwardItems<T>, kMaxItems);
   if (plan.two_pass) {
     const unsigned int blocks = blocks_for(shape.rows, kMaxThreads, device);
     softmax_forward_two_pass<T, kVec>
         <<<blocks, kMaxThreads, 0, stream>>>(x, y, shape.rows, shape.cols);
   } else {
-    // Packed rows for teams of a block or more (8192 and more 16-bit columns): H200,
-    // bf16 8192 x 8192 89.5 -> 83.7 us, 4096 x 8192 47.6 -> 43.7; shorter rows ran
-    // slower packed (4096 x 4096 24.8 -> 26.9 us: the second exp costs more than the
-    // occupancy gains there), and are not instantiated so.
-    const bool packed = plan.team >= kPackedMinTeam;
+    // 16-bit rows longer than a 512-thread team's two vectors a thread (16384 and
+    // more columns) stay packed, on one resident wave: bf16 4096 x 16384, H200,
+    // 86.4 us against 91.6 unpacked (as float values) at 64 registers.
+    const bool packed = sizeof(T) == 2 && plan.items > kForwardItems<T>;
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
       constexpr int kItems = decltype(items)::value;
-      if constexpr (sizeof(T) == 2 && kVec > 1 && kItems >= kPackedMinItems) {
+      if constexpr (sizeof(T) == 2 && kVec > 1 && kItems > kForwardItems<T>) {
         if (packed) {
           return launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, true>>(
-              x, y, plan, shape, sizeof(T) == 2, device, stream);
+              x, y, plan, shape, packed, device, stream);
         }
       }
       launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, false>>(
-          x, y, plan, shape, sizeof(T) == 2, device, stream);
+          x, y, plan, shape, packed, device, stream);
     });
   }
   WHEELOPS_CHECK_LAUNCH("softmax");
