@@ -117,15 +117,6 @@ constexpr bool kSm90aKernels = true;
 constexpr bool kSm90aKernels = false;
 #endif
 
-// Null pointers (absent optional tensors) do not count.
-bool all_aligned_16(std::initializer_list<const void*> pointers) {
-  bool aligned = true;
-  for (const void* p : pointers) {
-    aligned = aligned && (p == nullptr || cuda::is_aligned_16(p));
-  }
-  return aligned;
-}
-
 template <typename T>
 void forward(
     const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, gelu::Approximate mode,
@@ -144,7 +135,7 @@ void forward(
                            cuda::compute_capability(device),
                            s.n,
                            s.k,
-                           all_aligned_16({px, pw, pb, po, pp})};
+                           cuda::all_aligned_16({px, pw, pb, po, pp})};
   ForwardPath path = choose_forward_path(facts);
   if (path == ForwardPath::kCutlassErfGelu) {
 #if defined(WHEELOPS_SM90A_KERNELS)

@@ -28,20 +28,21 @@ inline bool is_aligned_16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// 16-byte vectors fit when `n` (a row length) is a whole number of them and
-// every pointer given is 16-byte aligned; null pointers (absent optional
-// tensors) do not count.
-template <typename T>
-bool can_vectorize(int64_t n, std::initializer_list<const void*> pointers) {
-  if (n % kVecSize<T> != 0) {
-    return false;
-  }
+// Null pointers (absent optional tensors) do not count.
+inline bool all_aligned_16(std::initializer_list<const void*> pointers) {
   for (const void* p : pointers) {
     if (p != nullptr && !is_aligned_16(p)) {
       return false;
     }
   }
   return true;
+}
+
+// 16-byte vectors fit when `n` (a row length) is a whole number of them and
+// every pointer given is 16-byte aligned.
+template <typename T>
+bool can_vectorize(int64_t n, std::initializer_list<const void*> pointers) {
+  return n % kVecSize<T> == 0 && all_aligned_16(pointers);
 }
 
 // The vec_index-th vector of N elements at p (p must allow it: can_vectorize).
