@@ -19,10 +19,12 @@
 //   row from global memory (mostly served by L2): correct for any length.
 // * Backward weight/bias gradients are column sums over all rows. A persistent
 //   grid (as many blocks as fit on the GPU) walks the rows; each thread adds
-//   g * xhat and g for the columns it owns into shared memory (its own slots,
-//   thread-major so banks do not conflict), then the block writes
-//   partial[block, cols] in float32 and a second kernel sums the partials in a
-//   fixed order. No atomics: results are bitwise the same run to run.
+//   g * xhat and g for the columns it owns, in registers where blocks of up to
+//   512 threads hold the row (backward_register_sums_kernel), else into shared
+//   memory (its own slots, thread-major so banks do not conflict); the block
+//   then writes partial[block, cols] in float32 and a second kernel sums the
+//   partials in a fixed order. No atomics: results are bitwise the same run to
+//   run.
 // * 16-byte vectors need every pointer 16-byte aligned and cols % vector width
 //   == 0; otherwise the same kernels run with one element per access.
 // * Rows run over gridDim.x with a grid-stride loop (never gridDim.y), and
@@ -35,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstring>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -65,6 +68,16 @@ constexpr int kForwardBlockThreads = 256;
 constexpr int kBackwardBlockThreads = 512;
 // Keep room for several backward blocks per SM where the columns allow it.
 constexpr size_t kPreferredBackwardSmem = 96 * 1024;
+// Blocks of the backward that keeps its column sums in registers: up to 128
+// registers a thread.
+constexpr int kRegisterSumsThreads = 512;
+// Two such blocks an SM (64 registers a thread) where the kernel fits them
+// without spilling: float16 rms_norm (cuobjdump: no stack), which then runs
+// 1.2x faster with two rows in flight an SM (H200, 8192x8192). Everywhere else
+// the bound spilled (bfloat16 layer_norm 144 bytes of stack, 1.4x slower), so
+// one block of up to 128 registers.
+template <typename T, bool kCentered>
+constexpr int kRegisterSumsBlocksPerSm = std::is_same_v<T, c10::Half> && !kCentered ? 2 : 1;
 
 __device__ __forceinline__ float sqrt_(float v) { return sqrtf(v); }
 __device__ __forceinline__ double sqrt_(double v) { return sqrt(v); }
@@ -106,6 +119,34 @@ __device__ __forceinline__ Vec<T, kVec> zeros() {
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
     v.val[j] = T(0);
+  }
+  return v;
+}
+
+// The vec_index-th vector at p, or zeros where !load. A 16-byte vector is
+// loaded as four 32-bit words into zeroed registers: selecting per element
+// instead cost a PRMT per 16-bit value.
+template <typename T, int kVec>
+__device__ __forceinline__ Vec<T, kVec> load_vec_or_zeros(const T* p, int64_t vec_index, bool load) {
+  if constexpr (sizeof(Vec<T, kVec>) == sizeof(uint4)) {
+    uint4 bits = make_uint4(0, 0, 0, 0);
+    if (load) {
+      bits = reinterpret_cast<const uint4*>(p)[vec_index];
+    }
+    Vec<T, kVec> v;
+    memcpy(&v, &bits, sizeof(bits));
+    return v;
+  } else {
+    return load ? cuda::load_vec<T, kVec>(p, vec_index) : zeros<T, kVec>();
+  }
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ Vec<T, kVec> ones() {
+  Vec<T, kVec> v;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    v.val[j] = T(1);
   }
   return v;
 }
@@ -314,6 +355,32 @@ struct Partials {
   int slots;     // number of wanted sums (0, 1 or 2)
 };
 
+// partial[block][slot][col] = the block's column sums: the sum over its row
+// groups, in a fixed order, of acc laid out [TY][slots][kN][kVec][TX] (slot s
+// of a group decodes to (sum, i, j, tx)). After a barrier.
+template <typename A, int kVec, int kN>
+__device__ __forceinline__ void write_block_partials(const A* acc, Partials<A> sums, int64_t cols) {
+  const int TX = blockDim.x;
+  const int64_t group_size = int64_t{sums.slots} * kN * kVec * TX;
+  const int threads = TX * blockDim.y;
+  for (int s = threadIdx.y * TX + threadIdx.x; s < group_size; s += threads) {
+    A total = A(0);
+    for (int y = 0; y < static_cast<int>(blockDim.y); ++y) {
+      total += acc[y * group_size + s];
+    }
+    const int t = s % TX;
+    int rest = s / TX;
+    const int j = rest % kVec;
+    rest /= kVec;
+    const int i = rest % kN;
+    const int slot = rest / kN;
+    const int64_t col = (int64_t{i} * TX + t) * kVec + j;
+    if (col < cols) {
+      sums.partial[(int64_t{blockIdx.x} * sums.slots + slot) * cols + col] = total;
+    }
+  }
+}
+
 // grad_x = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) (rms_norm: no
 // mean(g*w) term) for rows held in registers, and the column sums of g*xhat
 // and g for this block's rows.
@@ -400,29 +467,121 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
       }
     }
   }
-  if (!want_sums) {
+  if (want_sums) {
+    __syncthreads();
+    write_block_partials<A, kVec, kN>(acc, sums, cols);
+  }
+}
+
+// The same for blocks of at most kRegisterSumsThreads threads, with each
+// thread's column sums in registers for all its rows (one shared-memory pass at
+// the end, not a read-modify-write per element) and the weight read once: the
+// per-element work is the formula's arithmetic and two conversions. grad_x is
+// null-free here (the caller wants it); w may be null (all ones).
+template <typename T, int kVec, int kN, bool kCentered>
+__global__ void __launch_bounds__(kRegisterSumsThreads, kRegisterSumsBlocksPerSm<T, kCentered>)
+    backward_register_sums_kernel(
+    const T* __restrict__ grad, const T* __restrict__ x, const acc_type<T>* __restrict__ mean,
+    const acc_type<T>* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ grad_x,
+    Partials<acc_type<T>> sums, int64_t rows, int64_t cols) {
+  using A = acc_type<T>;
+  constexpr int kElems = kN * kVec;
+  __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
+  extern __shared__ __align__(16) unsigned char acc_bytes[];
+  const int tx = threadIdx.x;
+  const int TX = blockDim.x;
+  const int64_t vecs = cols / kVec;
+  bool in_row[kN];
+  Vec<T, kVec> wv[kN];  // as stored: half the registers of float for 16-bit types
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    const int64_t idx = tx + int64_t{i} * TX;
+    in_row[i] = idx < vecs;
+    wv[i] = w != nullptr ? load_vec_or_zeros<T, kVec>(w, idx, in_row[i]) : ones<T, kVec>();
+  }
+  // This thread's columns, over its rows: sums of g*xhat, and of g for
+  // layer_norm's bias (rms_norm has none).
+  constexpr int kBiasElems = kCentered ? kElems : 0;
+  A sum_w[kElems];
+  A sum_b[kBiasElems > 0 ? kBiasElems : 1];
+#pragma unroll
+  for (int k = 0; k < kElems; ++k) {
+    sum_w[k] = A(0);
+    if constexpr (kCentered) {
+      sum_b[k] = A(0);
+    }
+  }
+  const int64_t row_step = int64_t{gridDim.x} * blockDim.y;
+  for (int64_t row0 = int64_t{blockIdx.x} * blockDim.y; row0 < rows; row0 += row_step) {
+    const int64_t row = row0 + threadIdx.y;
+    const bool active = row < rows;
+    const T* xr = x + (active ? row : 0) * cols;
+    const T* gr = grad + (active ? row : 0) * cols;
+    const A mu = kCentered && active ? mean[row] : A(0);
+    const A rs = active ? rstd[row] : A(0);
+    Vec<T, kVec> xv[kN];
+    Vec<T, kVec> gv[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = tx + int64_t{i} * TX;
+      const bool load = active && in_row[i];
+      xv[i] = load_vec_or_zeros<T, kVec>(xr, idx, load);
+      gv[i] = load_vec_or_zeros<T, kVec>(gr, idx, load);
+    }
+    A dot = A(0);  // sum of g*w*xhat
+    A sum = A(0);  // sum of g*w
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        // Padding and inactive rows add exact zeros (x = g = 0, rs = 0).
+        const A xhat = (static_cast<A>(xv[i].val[j]) - mu) * rs;
+        const A g = static_cast<A>(gv[i].val[j]);
+        const A gw = g * static_cast<A>(wv[i].val[j]);
+        dot += gw * xhat;
+        sum += gw;
+        sum_w[i * kVec + j] += g * xhat;
+        if constexpr (kCentered) {
+          sum_b[i * kVec + j] += g;
+        }
+      }
+    }
+    row_sum2(dot, sum, scratch);
+    const A mean_dot = cols > 0 ? dot / static_cast<A>(cols) : A(0);
+    const A mean_gw = kCentered && cols > 0 ? sum / static_cast<A>(cols) : A(0);
+    T* dxr = grad_x + (active ? row : 0) * cols;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (active && in_row[i]) {
+        Vec<T, kVec> dx;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const A xhat = (static_cast<A>(xv[i].val[j]) - mu) * rs;
+          const A gw = static_cast<A>(gv[i].val[j]) * static_cast<A>(wv[i].val[j]);
+          dx.val[j] = static_cast<T>(rs * (gw - mean_gw - xhat * mean_dot));
+        }
+        cuda::store_vec<T, kVec>(dxr, tx + int64_t{i} * TX, dx);
+      }
+    }
+  }
+  if (sums.partial == nullptr) {
     return;
   }
-  __syncthreads();
-  // Fixed order over the row groups; slot s decodes to (sum, i, j, tx).
-  const int64_t group_size = int64_t{sums.slots} * per_slot;
-  const int threads = TX * blockDim.y;
-  for (int s = threadIdx.y * TX + tx; s < group_size; s += threads) {
-    A total = A(0);
-    for (int y = 0; y < static_cast<int>(blockDim.y); ++y) {
-      total += acc[y * group_size + s];
+  A* acc = reinterpret_cast<A*>(acc_bytes);
+  A* my_acc = acc + int64_t{threadIdx.y} * sums.slots * kElems * TX + tx;
+#pragma unroll
+  for (int k = 0; k < kElems; ++k) {
+    if (sums.weight >= 0) {
+      my_acc[(sums.weight * kElems + k) * TX] = sum_w[k];
     }
-    const int t = s % TX;
-    int rest = s / TX;
-    const int j = rest % kVec;
-    rest /= kVec;
-    const int i = rest % kN;
-    const int slot = rest / kN;
-    const int64_t col = (int64_t{i} * TX + t) * kVec + j;
-    if (col < cols) {
-      sums.partial[(int64_t{blockIdx.x} * sums.slots + slot) * cols + col] = total;
+    if constexpr (kCentered) {
+      if (sums.bias >= 0) {
+        my_acc[(sums.bias * kElems + k) * TX] = sum_b[k];
+      }
     }
   }
+  __syncthreads();
+  write_block_partials<A, kVec, kN>(acc, sums, cols);
 }
 
 // grad_x for rows of any length, re-reading the row; one row per block.
@@ -756,22 +915,36 @@ void launch_backward(
     }
     const size_t smem = smem_per_group * ty;
     const int64_t groups = (shape.rows + ty - 1) / ty;
+    // Column sums in registers where the block is small enough for them (the
+    // shared-memory accumulators of the other kernel cost a read-modify-write
+    // an element: 1.1-1.15x slower at 4096x8192, H200).
+    const bool register_sums = a.grad_x != nullptr && cfg.tx * ty <= kRegisterSumsThreads;
     dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
-      constexpr auto kernel = backward_registers_kernel<T, kVec, decltype(n)::value, kCentered>;
-      allow_dynamic_smem<kernel>(smem, device, op);
-      const int per_sm = cuda::resident_blocks_per_sm<kernel>(cfg.tx * ty, smem, device);
-      // Persistent: every block resident, so the partials stay few.
-      const unsigned int grid = capped_grid(groups, sms * per_sm);
-      Tensor partial;
-      if (p.slots > 0) {
-        partial = allocate(like, {int64_t{grid}, int64_t{p.slots}, shape.cols}, kAccType);
-        p.partial = partial.mutable_data_ptr<A>();
-      }
-      kernel<<<grid, dim3(cfg.tx, ty), smem, stream>>>(
-          a.grad, a.x, a.mean, a.rstd, a.w, a.grad_x, p, shape.rows, shape.cols);
-      WHEELOPS_CHECK_LAUNCH(op);
-      if (p.slots > 0) {
-        launch_sum_partials(a, p, grid, shape.cols, stream, op);
+      constexpr int kN = decltype(n)::value;
+      auto run = [&](auto in_registers) {
+        constexpr auto kernel = decltype(in_registers)::value
+                                    ? backward_register_sums_kernel<T, kVec, kN, kCentered>
+                                    : backward_registers_kernel<T, kVec, kN, kCentered>;
+        allow_dynamic_smem<kernel>(smem, device, op);
+        const int per_sm = cuda::resident_blocks_per_sm<kernel>(cfg.tx * ty, smem, device);
+        // Persistent: every block resident, so the partials stay few.
+        const unsigned int grid = capped_grid(groups, sms * per_sm);
+        Tensor partial;
+        if (p.slots > 0) {
+          partial = allocate(like, {int64_t{grid}, int64_t{p.slots}, shape.cols}, kAccType);
+          p.partial = partial.mutable_data_ptr<A>();
+        }
+        kernel<<<grid, dim3(cfg.tx, ty), smem, stream>>>(
+            a.grad, a.x, a.mean, a.rstd, a.w, a.grad_x, p, shape.rows, shape.cols);
+        WHEELOPS_CHECK_LAUNCH(op);
+        if (p.slots > 0) {
+          launch_sum_partials(a, p, grid, shape.cols, stream, op);
+        }
+      };
+      if (register_sums) {
+        run(std::true_type{});
+      } else {
+        run(std::false_type{});
       }
     });
     return;
