@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
-      v[i] = active && idx < vecs ? cuda::load_vec<T, kVec>(xr, idx) : zeros<T, kVec>();
+      v[i] = load_vec_or_zeros<T, kVec>(xr, idx, active && idx < vecs);
     }
     A shift = A(0);  // rms_norm: no centring
     A offset = A(0);
@@ -256,8 +256,8 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
       if (idx < vecs) {
-        const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
-        const Vec<T, kVec> bv = b != nullptr ? cuda::load_vec<T, kVec>(b, idx) : zeros<T, kVec>();
+        const Vec<T, kVec> wv = load_vec_or_zeros<T, kVec>(w, idx, w != nullptr);
+        const Vec<T, kVec> bv = load_vec_or_zeros<T, kVec>(b, idx, b != nullptr);
         Vec<T, kVec> y;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
@@ -419,15 +419,15 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = tx + int64_t{i} * TX;
       const bool in_row = active && idx < vecs;
-      xv[i] = in_row ? cuda::load_vec<T, kVec>(x + base, idx) : zeros<T, kVec>();
-      gv[i] = in_row ? cuda::load_vec<T, kVec>(grad + base, idx) : zeros<T, kVec>();
+      xv[i] = load_vec_or_zeros<T, kVec>(x + base, idx, in_row);
+      gv[i] = load_vec_or_zeros<T, kVec>(grad + base, idx, in_row);
     }
     A dot = A(0);  // sum of g*w*xhat
     A sum = A(0);  // sum of g*w
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = tx + int64_t{i} * TX;
-      const Vec<T, kVec> wv = w != nullptr && idx < vecs ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> wv = load_vec_or_zeros<T, kVec>(w, idx, w != nullptr && idx < vecs);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const A xhat = (static_cast<A>(xv[i].val[j]) - mu) * rs;
@@ -454,7 +454,7 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = tx + int64_t{i} * TX;
       if (idx < vecs) {
-        const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
+        const Vec<T, kVec> wv = load_vec_or_zeros<T, kVec>(w, idx, w != nullptr);
         Vec<T, kVec> dx;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
