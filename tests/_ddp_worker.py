@@ -175,11 +175,11 @@ def run_ddp(
     running after `timeout_s` (a hang in a collective) are terminated."""
     import torch.multiprocessing as mp
 
-    # The children copy sys.path at start and import this module by name, and
-    # wheelops: the same wheelops as here, first (some test modules put the
-    # checkout at the front of sys.path, which would shadow an installed wheel).
+    # The children copy sys.path at start and import this module by name; they import
+    # the same wheelops as here, as nothing on that path holds another (the checkout's
+    # is in src/, there only in dev mode, for both).
     saved_path = list(sys.path)
-    sys.path[:0] = [str(Path(wheelops.__file__).resolve().parent.parent), TESTS_DIR]
+    sys.path[:0] = [TESTS_DIR]
     try:
         context = mp.start_processes(
             ddp_worker,
