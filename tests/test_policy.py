@@ -345,7 +345,7 @@ PYPI_REINSTALL = "pip install --force-reinstall --no-deps wheelops"
             UnreadableBuildInfo("/w/_build_info.json", "missing", True),
             None,
             "native libraries",
-            "python -m build_tools.dev",
+            "PYTHONPATH=src python -m build_tools.dev",
         ),
     ],
 )
