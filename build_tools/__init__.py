@@ -8,7 +8,7 @@
 
 Two modules stand apart: compat.py, the bridge every stage uses to the runtime's
 compatibility core (src/wheelops/_compat), and dev.py, dev mode (plan and compile in place,
-then load), the door the guard's fix messages name (`python -m build_tools.dev`).
+then load), the door the guard's fix messages name (`PYTHONPATH=src python -m build_tools.dev`).
 """
 
 from pathlib import Path
