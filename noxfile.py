@@ -11,13 +11,12 @@
     nox -s lint static                              ruff; Dockerfile/workflow/packaging checks
 
 Each session is a few lines over build_tools/run/ (the steps, the e2e rows); variants,
-toolkits, arch lists, images and torch versions come from wheelops/matrix.json through
+toolkits, arch lists, images and torch versions come from src/wheelops/matrix.json through
 build_tools/plan/matrix.py; nothing here repeats them.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import tempfile
@@ -28,23 +27,10 @@ import nox
 ROOT = Path(__file__).resolve().parent
 
 
-def _import_build_tools() -> None:
-    """`nox` (the script) does not put this folder on sys.path as `python -m nox` does:
-    import the checkout's build_tools package by its location, for either way. One of the
-    two bootstraps build_tools/compat.py lists beside its loader, the only other code
-    loaded by location."""
-    folder = ROOT / "build_tools"
-    locations = [str(folder)]
-    spec = importlib.util.spec_from_file_location(
-        "build_tools", folder / "__init__.py", submodule_search_locations=locations
-    )
-    assert spec is not None and spec.loader is not None
-    sys.modules["build_tools"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules["build_tools"])
-
-
-if "build_tools" not in sys.modules:
-    _import_build_tools()
+# The `nox` script, unlike `python -m nox`, does not put this folder on the import path.
+# It holds build_tools and no wheelops (that is in src/), so it can go first.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 from build_tools.plan import matrix as build_matrix  # noqa: E402
 from build_tools.run import rows, steps  # noqa: E402
 from build_tools.run.steps import MATRIX  # noqa: E402

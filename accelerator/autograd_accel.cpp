@@ -4,8 +4,8 @@
 //
 // Outside the stable ABI on purpose: torch's C++ autograd and Python bindings change
 // between minors, so this file is built once per torch version and loaded only for that
-// exact version (wheelops/ops/_accel.py). Where it is absent or refused, the stable-ABI
-// layer (wheelops/ops/_autograd_fast.py) serves the same ops with the same formulas.
+// exact version (src/wheelops/ops/_accel.py). Where it is absent or refused, the stable-ABI
+// layer (src/wheelops/ops/_autograd_fast.py) serves the same ops with the same formulas.
 //
 // The entries never check the ops' arguments: the kernels do (once, in one place), as on
 // the Python path; where a kernel refuses, the op's Python path takes the call again and
@@ -309,7 +309,7 @@ struct FusedLinearGeluBackward : Node {
 
 // --- the Python entries ---------------------------------------------------------------
 //
-// Each op's entry is bound to its Python path (wheelops/ops/<op>.py) as `self`, and hands
+// Each op's entry is bound to its Python path (src/wheelops/ops/<op>.py) as `self`, and hands
 // the call to it wherever the fast path declines: keyword arguments, an argument of a type
 // other than the plain one the op takes, a torch.func transform or forward-mode AD level,
 // a __torch_function__ mode or subclass, a GPU the guard has not yet checked, or any error
@@ -335,7 +335,7 @@ Tensor unpack(PyObject* obj) {
 }
 
 // The GPUs on which the Python path's first call passed the guard's checks
-// (wheelops/ops/_checks.py runnable: kernels for this GPU, the CUDA library loaded). Its
+// (src/wheelops/ops/_checks.py runnable: kernels for this GPU, the CUDA library loaded). Its
 // verdict is per device and final, so one passed call clears the device for good.
 std::atomic<uint64_t> cleared_devices{0};
 
@@ -575,7 +575,7 @@ PyObject* rms_norm_fast(PyObject* const* args, Py_ssize_t nargs, int* device) {
   const Tensor& x = unpack_tensor(args[0]);
   double eps = 0;
   if (args[2] == Py_None) {
-    // F.rms_norm's eps=None (wheelops/ops/rms_norm.py default_eps): the epsilon of the
+    // F.rms_norm's eps=None (src/wheelops/ops/rms_norm.py default_eps): the epsilon of the
     // float32 or float64 compute dtype.
     eps = x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
                                          : std::numeric_limits<float>::epsilon();
@@ -653,7 +653,7 @@ PyObject* fused_linear_gelu_fast(PyObject* const* args, Py_ssize_t nargs, int* d
   if (!cleared(input, device)) {
     return nullptr;
   }
-  // F.linear's rule (wheelops/ops/fused_linear_gelu.py allows_tf32): a float32 CUDA GEMM
+  // F.linear's rule (src/wheelops/ops/fused_linear_gelu.py allows_tf32): a float32 CUDA GEMM
   // may use TF32 where torch.backends.cuda.matmul.allow_tf32 says so.
   bool allow_tf32 = input.is_cuda() && input.scalar_type() == at::kFloat &&
                     at::globalContext().allowTF32CuBLAS();
@@ -722,7 +722,7 @@ PyModuleDef module_def = {
 
 }  // namespace
 
-// The module's name is the file's (wheelops/ops/_accel.py loads it by path).
+// The module's name is the file's (src/wheelops/ops/_accel.py loads it by path).
 PyMODINIT_FUNC PyInit_wheelops_accel() {
   PyObject* module = PyModule_Create(&module_def);
   if (module != nullptr && PyModule_AddStringConstant(module, "TORCH_VERSION", TORCH_VERSION) < 0) {

@@ -1,5 +1,5 @@
 // Tensors to and from Python for the autograd accelerator, kept apart from it: the only
-// code that reads torch's Python objects directly (wheelops/ops/_accel.py says why the
+// code that reads torch's Python objects directly (src/wheelops/ops/_accel.py says why the
 // accelerator is one library for every CPython).
 #pragma once
 

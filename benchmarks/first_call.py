@@ -24,7 +24,7 @@ from pathlib import Path
 
 import opspecs
 
-from .installed import CHILD_CWD, check_child
+from .child import CHILD_CWD, check_child
 
 SHAPE = (64, 256)
 ONE_OP = """

@@ -11,7 +11,7 @@ is the one a user pays; the best of several is the least disturbed by the machin
   kernels are registered at an op's first lookup, not here), and the CPU time it took
   (steadier where other work shares the machine);
 - the first lookup of an op (`torch.ops.wheelops.add`, in the same process): the Python
-  kernels' registration that the import defers to it (wheelops/ops/_first_lookup.py),
+  kernels' registration that the import defers to it (src/wheelops/ops/_first_lookup.py),
   and a lookup after it, which torch answers from the namespace's attributes as it does
   without the hook, against the same lookup in torch's own `aten` namespace;
 - as a process: `python -c "import torch, wheelops"` against `python -c "import torch"`,
@@ -19,9 +19,9 @@ is the one a user pays; the best of several is the least disturbed by the machin
   and CPU time (the children's user + system time).
 
 Run it from the checkout's root with the Python whose installed wheelops is to be
-measured: the package imports that one, never the source tree (benchmarks/__init__.py),
-and the measured processes start outside the checkout's root (in specs/, which `-c`
-puts first on sys.path) and must import the same one. It prints the numbers and where
+measured: the checkout's own package is in src/, off the import path, and the measured
+processes (started in specs/, benchmarks/child.py) must import the same one. It prints
+the numbers and where
 wheelops was imported from; it sets no limit (issue #28's target, on the 2-core CPU
 machine: 15 ms in-process, 30 ms as a process).
 """
@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from .installed import CHILD_CWD, check_child
+from .child import CHILD_CWD, check_child
 
 IN_PROCESS = (
     "import time, timeit, torch\n"

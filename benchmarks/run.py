@@ -13,7 +13,7 @@ it, or with every section when --ops is not given.
 Progress goes to stderr. Exits 1
 when any wheelops result was wrong or failed, 2 on bad arguments or a wheelops
 that lacks a selected op. Run from the checkout's root, it imports the installed
-wheelops, never the source tree beside it (benchmarks/__init__.py). See
+wheelops, never the source tree (src/, not on the import path). See
 benchmarks/README.md.
 """
 

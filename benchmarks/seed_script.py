@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.installed import import_wheelops
+import wheelops
 
 BATCH, IN_FEATURES, OUT_FEATURES = 32, 768, 3072
 CALLS, ROUNDS = 100, 5
@@ -45,7 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     device = torch.device(parser.parse_args(argv).device)
-    wheelops = import_wheelops()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
     linear = torch.nn.Linear(IN_FEATURES, OUT_FEATURES).to(device)

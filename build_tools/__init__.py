@@ -7,10 +7,11 @@
     run/       the steps of the nox sessions: build, repair, test, serve, whole e2e rows
 
 Two modules stand apart: compat.py, the bridge every stage uses to the runtime's
-compatibility core (wheelops/_compat), and dev.py, dev mode (plan and compile in place,
-then load), the door the guard's fix messages name (`python -m build_tools.dev`).
+compatibility core (src/wheelops/_compat), and dev.py, dev mode (plan and compile in place,
+then load), the door the guard's fix messages name (`PYTHONPATH=src python -m build_tools.dev`).
 """
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (or setuptools' staged copy)
+PACKAGE_DIR = ROOT / "src" / "wheelops"  # the package's sources (src layout: DEVELOPING.md)

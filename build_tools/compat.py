@@ -1,21 +1,16 @@
-"""The runtime's compatibility core (wheelops/_compat) for the build, without the package.
+"""The runtime's compatibility core (src/wheelops/_compat) for the build, without the package.
 
 Importing the wheelops package would import torch and load native libraries, and the
 build tooling also runs where neither exists (CI's matrix step, the README generator).
 The core's modules import only each other, relatively (tests/test_import_graph.py holds
-them to it), so the build loads that folder as a package of its own and uses the very
-facts record, writer, ELF reader, matrix model and policy the installed guard uses.
+them to it), so the build loads that folder as a package of its own, under a name no
+install uses (so that a process that also imports an installed wheelops, as the tests
+do, holds both), and uses the very facts record, writer, ELF reader, matrix model and
+policy the installed guard uses.
 
-`load_package` is the repository's one loader of code by location. The other ways in
-are plain imports: CMake runs the core as `python -m _compat.cmake` with the installed
-package's folder on PYTHONPATH (share/cmake/wheelops/wheelopsConfig.cmake). Only two
-bootstraps remain, for processes whose sys.path holds no checkout, and each loads just
-a package's __init__.py so that `import build_tools` (and the tests' `import benchmarks`)
-resolves: the noxfile (the `nox` script does not put its folder on sys.path as
-`python -m nox` does) and the tests (tests/_checkout.py: the suite runs against an
-installed wheel, from outside the checkout, which must not shadow it). The reverse
-case, the benchmarks run from the checkout's root, imports wheelops by searching sys.path
-without the checkout (benchmarks/installed.py). wheelops/_damage.py reads a damaged
+`load_package` is the build's one loader of code by location. CMake runs the same core
+as `python -m _compat.cmake` with the installed package's folder on PYTHONPATH
+(share/cmake/wheelops/wheelopsConfig.cmake); src/wheelops/_damage.py reads a damaged
 install's RECORD by location on purpose: it must work when the package's own imports fail.
 """
 
@@ -27,13 +22,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from build_tools import ROOT
+from build_tools import PACKAGE_DIR
 
-CORE_DIR = ROOT / "wheelops" / "_compat"
+CORE_DIR = PACKAGE_DIR / "_compat"
 
 
 def load_package(name: str, folder: Path) -> ModuleType:
-    """Import `folder` as the package `name` (once per process), whatever sys.path holds."""
+    """Import `folder` as the package `name` (once per process), wherever it is."""
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(
             name, folder / "__init__.py", submodule_search_locations=[str(folder)]

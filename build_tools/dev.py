@@ -1,10 +1,11 @@
 """Dev mode: build csrc/ from the checkout and register the ops, no reinstall.
 
-    python -m build_tools.dev         # build (incrementally) and load; prints what it built
+    PYTHONPATH=src python -m build_tools.dev   # build (incrementally), load, say what it built
     >>> import build_tools.dev; build_tools.dev.load()
 
 Build tooling, not part of the wheel: it works from a source checkout (csrc/, build_tools/
-and wheelops/ side by side, run from its root) whose wheelops/ has no built libraries.
+and src/wheelops/, run from its root with src on PYTHONPATH, so that the checkout's
+package is the one imported) whose src/wheelops/ has no built libraries.
 The libraries are built by the wheel's builder (build_tools/compile/builder.py), with the
 wheel's flags, into a cache per torch/CUDA version (WHEELOPS_JIT_CACHE or
 ~/.cache/wheelops/jit); an object is rebuilt when its command or a file its last compile
@@ -25,7 +26,7 @@ from pathlib import Path
 import torch
 
 import wheelops
-from build_tools import ROOT
+from build_tools import PACKAGE_DIR, ROOT
 from build_tools.compile import accelerator, build_facts, builder, cxx_runtime
 from build_tools.compile.builder import cuda_module
 from build_tools.plan.arch_list import ArchList
@@ -40,13 +41,13 @@ CHECKOUT = ROOT  # the checkout whose wheelops dev mode builds into
 
 def _require_checkout() -> None:
     """Dev mode loads what it builds into the wheelops that Python imported: that must be
-    this checkout's, not an installed wheel that comes first on sys.path."""
+    this checkout's (src/wheelops), not an installed wheel."""
     imported = Path(wheelops.__file__).resolve().parent
-    if imported != CHECKOUT / "wheelops":
+    if imported != PACKAGE_DIR:
         raise RuntimeError(
             f"dev mode builds {CHECKOUT}, but Python imported wheelops from {imported} (an "
-            f"installed package). Run from the checkout's root: cd {CHECKOUT} && "
-            "python -m build_tools.dev"
+            f"installed package). Run from the checkout's root with its src on PYTHONPATH: "
+            f"cd {CHECKOUT} && PYTHONPATH=src python -m build_tools.dev"
         )
 
 
@@ -90,7 +91,7 @@ def load(verbose: bool = False, cuda: bool | None = None) -> BuildInfo:
             return loader.build_info()
         raise RuntimeError(
             f"wheelops native libraries are already loaded from {loaded.cpu}; dev mode needs a "
-            "source checkout without built libraries in wheelops/ (delete wheelops/*.so)."
+            "source checkout without built libraries in src/wheelops/ (delete src/wheelops/*.so)."
         )
     _require_checkout()
     toolkit, archs = None, None

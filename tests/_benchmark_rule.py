@@ -11,11 +11,9 @@ import math
 from collections.abc import Sequence
 
 import torch
-from _checkout import import_checkout_package
 from opspecs._spec import OpSpec, Shape
 
-import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
-from benchmarks import linear_gelu, measure, verify  # noqa: E402
+from benchmarks import linear_gelu, measure, verify
 
 
 def rules(

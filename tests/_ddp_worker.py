@@ -3,16 +3,17 @@ DistributedDataParallel run of it in spawned processes (one per GPU, NCCL; or
 two CPU processes with gloo).
 
 Spawned children unpickle ``ddp_worker`` by module name, so this is a module of
-its own. They find it because ``multiprocessing``'s spawn gives each child the
-parent's ``sys.path``; ``run_ddp`` makes sure this directory is on it (tests
-import their helpers as top-level modules, also against an installed wheel).
+its own. They find it, and the same wheelops as the parent, because
+``multiprocessing``'s spawn gives each child the parent's import path: pytest puts
+this directory on it (the tests import their helpers as top-level modules), and
+nothing on it holds another wheelops (the checkout's is in src/, on it only in dev
+mode, for parent and children alike).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -22,8 +23,6 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import wheelops
-
-TESTS_DIR = str(Path(__file__).resolve().parent)
 
 FEATURES, HIDDEN, STATE, CLASSES = 24, 32, 16, 8
 BATCH, STEPS, LR = 16, 4, 0.5
@@ -175,21 +174,13 @@ def run_ddp(
     running after `timeout_s` (a hang in a collective) are terminated."""
     import torch.multiprocessing as mp
 
-    # The children copy sys.path at start and import this module by name, and
-    # wheelops: the same wheelops as here, first (some test modules put the
-    # checkout at the front of sys.path, which would shadow an installed wheel).
-    saved_path = list(sys.path)
-    sys.path[:0] = [str(Path(wheelops.__file__).resolve().parent.parent), TESTS_DIR]
-    try:
-        context = mp.start_processes(
-            ddp_worker,
-            args=(world_size, _free_port(), backend, str(out_dir)),
-            nprocs=world_size,
-            join=False,
-            start_method="spawn",
-        )
-    finally:
-        sys.path[:] = saved_path
+    context = mp.start_processes(
+        ddp_worker,
+        args=(world_size, _free_port(), backend, str(out_dir)),
+        nprocs=world_size,
+        join=False,
+        start_method="spawn",
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while not context.join(timeout=max(0.1, min(5.0, deadline - time.monotonic()))):

@@ -1,7 +1,7 @@
 """Derived bounds on each op's forward-mode tangent (torch.func.jvp) against eager's float64
 JVP (issue 42 item 6, DESIGN.md decision 14).
 
-Each op's tangent is computed by its formula in wheelops/ops/<op>.py in float32 (float64
+Each op's tangent is computed by its formula in src/wheelops/ops/<op>.py in float32 (float64
 for float64) from exact inputs. A formula of k roundings of unit u whose terms have
 magnitude T (the formula with every term taken in absolute value, including the terms of
 its factors that cancel) is within k * u * T before its one rounding to the dtype

@@ -41,14 +41,11 @@ def wheelhouse_index(wheelhouse: Path, root: Path) -> set[str]:
     wheel: build_tools/package/relabel.py's slim, its CPU library and the CUDA library of
     the variant's major), and PyPI's wheel unlabelled in pypi/wheelops/. Returns the
     variants served."""
-    from _checkout import import_build_tools
 
-    from wheelops._compat.facts import this_process
-    from wheelops._compat.matrix import matrix
-
-    import_build_tools()
     from build_tools.package import index, relabel
     from build_tools.package.wheel_files import parse
+    from wheelops._compat.facts import this_process
+    from wheelops._compat.matrix import matrix
 
     wheels = index.collect([wheelhouse])
     # This machine's: the wheelhouse may hold a cross-built platform's too (universal-aarch64).

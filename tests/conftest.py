@@ -33,22 +33,28 @@ settings.load_profile(os.environ.get("WHEELOPS_HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    import wheelops
+    try:
+        import wheelops
+    except ModuleNotFoundError as err:
+        if err.name != "wheelops":
+            raise
+        raise pytest.UsageError(
+            "no wheelops to test: install a wheel, or test the checkout's package in dev mode "
+            "(DEVELOPING.md): PYTHONPATH=src python -m pytest"
+        ) from err
     from wheelops._compat import loader
 
-    # In a source checkout with nothing built, build in place (dev mode) so that
-    # `pytest` works straight from a clone; an install under test never gets here.
+    # The checkout's package with nothing built (PYTHONPATH=src): build in place (dev mode)
+    # so that the tests work straight from a clone; an install under test never gets here.
     if loader.loaded() is None:
-        from _checkout import import_build_tools
-
-        import_build_tools()  # the checkout's, whether or not its root is on sys.path
         from build_tools import dev
 
         dev.load()
     # nox's test sessions set this so that they provably test the wheel, not the tree.
     if os.environ.get("WHEELOPS_TEST_INSTALLED") == "1":
         location = Path(wheelops.__file__).resolve().parent
-        assert location != REPO / "wheelops", f"testing the source tree, not the wheel: {location}"
+        source = REPO / "src" / "wheelops"
+        assert location != source, f"testing the source tree, not the wheel: {location}"
 
 
 # The slow stage's tests that took over a minute each on the H200 with 14 workers

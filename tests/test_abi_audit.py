@@ -11,17 +11,14 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 from _native_fixtures import compiler
 
 import wheelops
+from build_tools.package import repair
+from build_tools.plan import matrix as build_matrix
+from build_tools.run import steps
 from wheelops.ops import _accel
-
-import_build_tools()
-
-from build_tools.package import repair  # noqa: E402
-from build_tools.plan import matrix as build_matrix  # noqa: E402
-from build_tools.run import steps  # noqa: E402
 
 FLOOR = build_matrix.torch_floor(build_matrix.load())
 

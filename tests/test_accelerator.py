@@ -1,4 +1,4 @@
-"""The optional autograd accelerator (wheelops/ops/_accel.py, accelerator/; DESIGN.md 13):
+"""The optional autograd accelerator (src/wheelops/ops/_accel.py, accelerator/; DESIGN.md 13):
 where it serves, each accelerated op gives bit for bit what its own Python path gives,
 values and gradients, and hands every call it declines (keywords, subclasses, transforms,
 bad arguments) to that path; where it is off, absent or cannot load, the Python path
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from _checkout import import_build_tools
 from _native_fixtures import installed_copy, run_python
 
 import wheelops
@@ -175,7 +174,6 @@ def test_a_wheel_carries_the_accelerator_for_each_torch_of_its_variant():
     info = wheelops.build_info()
     if info.dev_mode or info.built_as is None:
         pytest.skip("not a wheel of the matrix: dev mode builds the accelerator for its torch")
-    import_build_tools()
     from build_tools.plan import matrix
 
     package = Path(wheelops.__file__).parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
 from wheelops._compat.archs import describe, kernel_for, parse_arch_list, served_by_older_sass
 
@@ -51,7 +51,6 @@ def test_describe():
 
 @pytest.mark.skipif(not (REPO / "build_tools").is_dir(), reason="needs the source checkout")
 def test_build_defaults_come_from_the_matrix(monkeypatch):
-    import_build_tools()
     from build_tools.plan.arch_list import arch_list_for
 
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
@@ -101,7 +100,6 @@ def test_dropping_served_sass_keeps_every_gpus_machine_code():
 @pytest.mark.skipif(not (REPO / "build_tools").is_dir(), reason="needs the source checkout")
 def test_matrix_ships_no_served_sass():
     """No variant builds SASS that an older SASS of its own list already runs everywhere."""
-    import_build_tools()
     from build_tools.plan import matrix as build_matrix
 
     for variant in build_matrix.load().variants:

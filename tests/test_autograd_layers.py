@@ -1,4 +1,4 @@
-"""The two autograd layers (wheelops/ops/_autograd.py): the probe of the torch internals
+"""The two autograd layers (src/wheelops/ops/_autograd.py): the probe of the torch internals
 the fast one uses names exactly those; a torch that lacks one gets the public-API layer,
 whose derivatives are right and which the doctor names; and the derivative suite passes
 on the public layer, forced with WHEELOPS_AUTOGRAD=public (issue #35)."""

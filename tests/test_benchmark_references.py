@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _checkout import import_checkout_package
 from _helpers import DEVICES
 from opspecs import ALL
 from opspecs._spec import OpSpec
 
-import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
-from benchmarks import measure  # noqa: E402
-from benchmarks.timing import Timer  # noqa: E402
+from benchmarks import measure
+from benchmarks.timing import Timer
 
 
 def _backward_row(spec: OpSpec, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict:

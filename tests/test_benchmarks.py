@@ -20,14 +20,12 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from _checkout import REPO, import_checkout_package
+from _checkout import REPO
 from opspecs._rounding import signed_errors
 from opspecs._shapes import PROFILES
 
 import wheelops
-
-import_checkout_package("benchmarks")  # the checkout's root is not on sys.path
-from benchmarks import (  # noqa: E402
+from benchmarks import (
     cases,
     linear_gelu,
     overhead,

@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
-import_build_tools()
-from build_tools.compile import builder, cutlass, flags, native_sources  # noqa: E402
-from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
-from build_tools.plan.cuda_toolkit import CudaToolkit  # noqa: E402
+from build_tools.compile import builder, cutlass, flags, native_sources
+from build_tools.plan.arch_list import parse_arch_list
+from build_tools.plan.cuda_toolkit import CudaToolkit
 
 
 def _toolkit(home: Path) -> CudaToolkit:

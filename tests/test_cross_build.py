@@ -14,16 +14,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
-import_build_tools()
-from build_tools.docs import readme  # noqa: E402
-from build_tools.package import emulation, native_check  # noqa: E402
-from build_tools.plan import cross_target  # noqa: E402
-from build_tools.plan import matrix as build_matrix  # noqa: E402
-from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
-from build_tools.run import rows as e2e_rows  # noqa: E402
-from build_tools.run import steps  # noqa: E402
+from build_tools.docs import readme
+from build_tools.package import emulation, native_check
+from build_tools.plan import cross_target
+from build_tools.plan import matrix as build_matrix
+from build_tools.plan.arch_list import parse_arch_list
+from build_tools.run import rows as e2e_rows
+from build_tools.run import steps
 
 MATRIX = build_matrix.load()
 CROSS = [(v, p) for v in MATRIX.variants for p in v.cross]

@@ -10,12 +10,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from _checkout import import_build_tools
 from _loopback import served
 
-import_build_tools()
-from build_tools.plan import cuda12_toolkit  # noqa: E402
-from build_tools.plan.cuda_toolkit import ToolkitError  # noqa: E402
+from build_tools.plan import cuda12_toolkit
+from build_tools.plan.cuda_toolkit import ToolkitError
 
 x86_64_only = pytest.mark.skipif(
     platform.machine() != "x86_64", reason="the CUDA 12 toolkit is pinned for x86_64 only"

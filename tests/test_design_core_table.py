@@ -1,4 +1,4 @@
-"""docs/design.md's table of the compatibility core names every module of wheelops/_compat/
+"""docs/design.md's table of the compatibility core names every module of src/wheelops/_compat/
 and no other, in an order that data flows: no module imports one below it in the table."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from test_import_graph import CORE, import_graph
 
 REPO = Path(__file__).resolve().parent.parent
 DESIGN = REPO / "docs" / "design.md"
-CORE_DIR = REPO / "wheelops" / "_compat"
+CORE_DIR = REPO / "src" / "wheelops" / "_compat"
 if not DESIGN.is_file():
     pytest.skip("needs the source checkout", allow_module_level=True)
 

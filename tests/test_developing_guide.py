@@ -54,10 +54,10 @@ FAMILIES = {
 
 def _ops() -> list[str]:
     """Every op, found the ways the project finds them: the build (csrc/ops/*.cpp), the
-    package (wheelops/ops/*.py) and the descriptions (opspecs); an op one of them misses
+    package (src/wheelops/ops/*.py) and the descriptions (opspecs); an op one of them misses
     then fails for the file it lacks."""
     found = {p.stem for p in (REPO / "csrc" / "ops").glob("*.cpp")}
-    found |= {p.stem for p in (REPO / "wheelops" / "ops").glob("*.py") if p.stem[0] != "_"}
+    found |= {p.stem for p in (REPO / "src" / "wheelops" / "ops").glob("*.py") if p.stem[0] != "_"}
     return sorted(found | set(opspecs.NAMES))
 
 
@@ -131,11 +131,15 @@ def test_the_proof_op_is_named_in_the_code_only_by_its_own_files():
         and op in path.read_text(errors="replace")
     }  # fmt: skip
     own = {path.replace("<op>", op) for path in PATHS}
-    modules = {p for p in naming if p.startswith("wheelops/nn/")}  # its optional wrapper
+    modules = {p for p in naming if p.startswith("src/wheelops/nn/")}  # its optional wrapper
     # the benchmark's peers; the tangents' derived bounds (to move into the descriptions)
     catalogs = {"benchmarks/peers.py", "tests/test_benchmarks.py", "tests/_jvp_bounds.py"}
     # the import lines of the static surface (tests/test_op_surface.py)
-    catalogs |= {"wheelops/__init__.py", "wheelops/ops/__init__.py", "wheelops/nn/__init__.py"}
+    catalogs |= {
+        "src/wheelops/__init__.py",
+        "src/wheelops/ops/__init__.py",
+        "src/wheelops/nn/__init__.py",
+    }
     # the optional autograd accelerator, a second implementation of the busiest ops
     catalogs |= {"accelerator/autograd_accel.cpp", "tests/test_accelerator.py"}
     # the emulated aarch64 run's test files (two ops' whole tests)

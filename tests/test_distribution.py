@@ -17,17 +17,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 from _loopback import served
 
 import wheelops
-
-import_build_tools()
-
-from build_tools.package import index, relabel  # noqa: E402
-from build_tools.package.wheel_files import parse, size_table  # noqa: E402
-from build_tools.plan import build_env, torch_install, version  # noqa: E402
-from build_tools.plan import matrix as build_matrix  # noqa: E402
+from build_tools.package import index, relabel
+from build_tools.package.wheel_files import parse, size_table
+from build_tools.plan import build_env, torch_install, version
+from build_tools.plan import matrix as build_matrix
 
 TAGS = "cp310-abi3-manylinux_2_28_x86_64"
 

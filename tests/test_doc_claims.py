@@ -8,11 +8,9 @@ import re
 import subprocess
 import sys
 
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
-import_build_tools()
-
-from build_tools.docs import readme  # noqa: E402
+from build_tools.docs import readme
 
 # test_damaged_install's files that Python runs before the doctor can report
 PYTHON_RUNS_FIRST = ("__main__.py", "_doctor_cli.py", "__init__.py", "_damage.py")

@@ -115,10 +115,10 @@ def test_an_op_in_a_checkout_with_nothing_built_says_what_to_do(tmp_path: Path) 
         "try:\n    wheelops.add(torch.ones(2), torch.ones(2))\n"
         "except RuntimeError as err:\n    print(err)\n"
     )
-    done = run(sys.executable, checkout, "-c", code)
+    done = run(sys.executable, checkout / "src", "-c", code)  # its package, as dev mode imports it
     assert done.returncode == 0, done.stderr[-2000:]
     assert "wheelops.add: the wheelops native libraries are not built" in done.stdout
-    assert "python -m build_tools.dev" in done.stdout
+    assert "PYTHONPATH=src python -m build_tools.dev" in done.stdout
 
 
 def test_doctor_on_a_working_install(tmp_path: Path) -> None:

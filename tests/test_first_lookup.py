@@ -1,5 +1,5 @@
 """The hook that registers the ops' Python kernels at the first lookup of an op
-(wheelops/ops/_first_lookup.py), against this torch's own `torch.ops` namespaces: it must
+(src/wheelops/ops/_first_lookup.py), against this torch's own `torch.ops` namespaces: it must
 see the first lookup of each name (else `import wheelops` pays for the registration, or a
 name resolves without its kernels), and none after (a resolved op is the namespace's
 attribute: a lookup costs what it does without the hook). In-process and about a tenth of

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
-import_build_tools()
-from build_tools.compile import builder  # noqa: E402
+from build_tools.compile import builder
 
 HEADER = REPO / "csrc" / "ops" / "fused_linear_gelu_path.h"
 

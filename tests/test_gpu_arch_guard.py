@@ -53,7 +53,7 @@ def build_and_probe(spec: str, cache: Path) -> dict[str, str]:
         **os.environ,
         "TORCH_CUDA_ARCH_LIST": spec,
         "WHEELOPS_JIT_CACHE": str(cache),
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),  # dev mode's package
     }
     env.pop("WHEELOPS_SKIP_GUARD", None)
     result = subprocess.run(

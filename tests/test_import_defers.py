@@ -1,5 +1,5 @@
 """What `import wheelops` leaves for later (#38). The ops' Python kernels are registered at
-the first lookup of an op (wheelops/ops/_first_lookup.py): none before it, all of them by
+the first lookup of an op (src/wheelops/ops/_first_lookup.py): none before it, all of them by
 the time the op that was looked up can run, whatever the first use is and however many
 threads race to it, on either autograd layer. The doctor's modules and the matrix model
 are not loaded at all. The hook itself, under each torch CI installs: test_first_lookup.py."""

@@ -26,7 +26,7 @@ RUN_ADD = (
 
 def _run(checkout: Path, cache: Path, cuda: bool) -> tuple[str, float, float]:
     """The ops' answer line, and when the CPU library and the accelerator were built."""
-    env = {**os.environ, "WHEELOPS_JIT_CACHE": str(cache), "PYTHONPATH": str(checkout)}
+    env = {**os.environ, "WHEELOPS_JIT_CACHE": str(cache), "PYTHONPATH": str(checkout / "src")}
     out = subprocess.run(
         [sys.executable, "-c", RUN_ADD.format(cuda=cuda)],
         cwd=checkout,

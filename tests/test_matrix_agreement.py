@@ -1,4 +1,4 @@
-"""wheelops/matrix.json is the one source of truth: nox, the Dockerfile, cibuildwheel, the
+"""src/wheelops/matrix.json is the one source of truth: nox, the Dockerfile, cibuildwheel, the
 workflows and the README must agree with it (these tests read them as text)."""
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
-import_build_tools()
-from build_tools.docs import readme  # noqa: E402
-from build_tools.plan import matrix as build_matrix  # noqa: E402
-from build_tools.plan import torch_install  # noqa: E402
-from build_tools.plan.arch_list import parse_arch_list  # noqa: E402
+from build_tools.docs import readme
+from build_tools.plan import matrix as build_matrix
+from build_tools.plan import torch_install
+from build_tools.plan.arch_list import parse_arch_list
 
 MATRIX = build_matrix.load()
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -167,7 +166,7 @@ def test_one_model_is_the_only_reader_of_the_matrix():
         if p != Path(__file__)
         if any(s.endswith("matrix.json") and " " not in s for s in _code_strings(p))
     }
-    assert readers == {"wheelops/_compat/matrix.py"}
+    assert readers == {"src/wheelops/_compat/matrix.py"}
 
 
 def test_workflows_and_images_read_the_matrix_through_the_model():

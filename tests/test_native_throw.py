@@ -132,7 +132,7 @@ def test_dev_build_with_a_static_runtime_compiler(tmp_path, libraries):
     env = {
         "CXX": str(_static_runtime_compiler(tmp_path)),
         "WHEELOPS_JIT_CACHE": str(tmp_path / "cache"),
-        "PYTHONPATH": os.pathsep.join([str(checkout), str(SPECS)]),
+        "PYTHONPATH": os.pathsep.join([str(checkout / "src"), str(checkout), str(SPECS)]),
     }
     load = f"import build_tools.dev as j; print(j.load(cuda={libraries == 'all'}).cxx_runtime)"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from _checkout import import_build_tools
 
+from build_tools.docs import troubleshooting
 from wheelops._compat.dlerror import LoadFailure
 from wheelops._compat.facts import BuildInfo, RuntimeFacts, UnreadableBuildInfo, l4t_release
 from wheelops._compat.loader import format_findings
@@ -16,9 +16,6 @@ from wheelops._compat.policy import Inputs, evaluate
 from wheelops._compat.probes import Gpu
 from wheelops._compat.record import FileDamage
 from wheelops._compat.report import LibraryFile, Report, Status
-
-import_build_tools()
-from build_tools.docs import troubleshooting  # noqa: E402
 
 INDEX = matrix().index_url
 TORCH_INDEX = matrix().torch_index_url
@@ -348,7 +345,7 @@ PYPI_REINSTALL = "pip install --force-reinstall --no-deps wheelops"
             UnreadableBuildInfo("/w/_build_info.json", "missing", True),
             None,
             "native libraries",
-            "python -m build_tools.dev",
+            "PYTHONPATH=src python -m build_tools.dev",
         ),
     ],
 )

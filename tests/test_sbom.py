@@ -12,15 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
 import wheelops
-
-import_build_tools()
-
-from build_tools.compile import cutlass  # noqa: E402
-from build_tools.package import relabel, sbom  # noqa: E402
-from build_tools.plan import matrix as build_matrix  # noqa: E402
+from build_tools.compile import cutlass
+from build_tools.package import relabel, sbom
+from build_tools.plan import matrix as build_matrix
 
 PACKAGE = Path(wheelops.__file__).parent
 

@@ -12,13 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
 import wheelops
-
-import_build_tools()
-
-from build_tools.run import steps  # noqa: E402
+from build_tools.run import steps
 
 PACKAGE = Path(wheelops.__file__).resolve().parent
 

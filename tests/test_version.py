@@ -9,13 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _checkout import REPO, import_build_tools
+from _checkout import REPO
 
 import wheelops
-
-import_build_tools()
-
-from build_tools.plan import version  # noqa: E402
+from build_tools.plan import version
 
 PACKAGE = Path(wheelops.__file__).resolve().parent
 

@@ -22,9 +22,10 @@ from collections import defaultdict
 from pathlib import Path
 
 # The ops, from their modules (importing wheelops needs its native libraries).
-OPS_DIR = Path(__file__).resolve().parent.parent / "wheelops" / "ops"
+ROOT = Path(__file__).resolve().parent.parent
+OPS_DIR = ROOT / "src" / "wheelops" / "ops"
 NAMES = sorted(p.stem for p in OPS_DIR.glob("*.py") if not p.stem.startswith("_"))
-SPECS_DIR = OPS_DIR.parent.parent / "specs" / "opspecs"
+SPECS_DIR = ROOT / "specs" / "opspecs"
 
 
 def _differentiable(op: str) -> bool:

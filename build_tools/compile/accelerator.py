@@ -1,4 +1,4 @@
-"""The optional autograd accelerator (DESIGN.md 13; accelerator/, wheelops/ops/_accel.py):
+"""The optional autograd accelerator (DESIGN.md 13; accelerator/, src/wheelops/ops/_accel.py):
 one library per torch version of the matrix, each compiled against that version's own
 headers, outside the stable ABI.
 
@@ -75,8 +75,8 @@ WHEEL_STRIP = "-s"
 
 
 def library_path(package: Path, torch_version: str) -> Path:
-    """Where wheelops/ops/_accel.py looks for the build for `torch_version`."""
-    folder = "torch" + torch_version.replace(".", "_")  # as wheelops/ops/_accel.py folder()
+    """Where src/wheelops/ops/_accel.py looks for the build for `torch_version`."""
+    folder = "torch" + torch_version.replace(".", "_")  # as src/wheelops/ops/_accel.py folder()
     return package / "_accel" / folder / "wheelops_accel.abi3.so"
 
 

@@ -1,6 +1,6 @@
 """The build facts written into the package (wheelops/_build_info.json).
 
-They are the runtime's own typed record (BuildInfo in wheelops/_compat/facts.py),
+They are the runtime's own typed record (BuildInfo in src/wheelops/_compat/facts.py),
 written with its writer, so the build cannot write what the guard cannot read.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools import ROOT
+from build_tools import PACKAGE_DIR, ROOT
 from build_tools.compat import facts as _facts
 from build_tools.compat import record as _record
 from build_tools.compile import cublaslt
@@ -48,8 +48,8 @@ def git_commit() -> str:
 
 
 def wheelops_version() -> str:
-    # wheelops/_version.py holds one assignment; read it without importing the package.
-    text = (ROOT / "wheelops" / "_version.py").read_text()
+    # src/wheelops/_version.py holds one assignment; read it without importing the package.
+    text = (PACKAGE_DIR / "_version.py").read_text()
     return text.split("=", 1)[1].strip().strip("\"'")
 
 

@@ -13,7 +13,7 @@ from setuptools import Extension
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
-from build_tools import ROOT
+from build_tools import PACKAGE_DIR, ROOT
 from build_tools.compile import accelerator, build_facts, builder, cxx_runtime, native_sources
 from build_tools.compile.builder import cuda_module
 from build_tools.package import sbom
@@ -88,7 +88,7 @@ def build_ext_command(plan: BuildPlan) -> type[build_ext]:
             )
             folders = [Path(self.build_lib) / PACKAGE]
             if self.inplace:
-                folders.append(ROOT / PACKAGE)
+                folders.append(PACKAGE_DIR)
             for folder in folders:
                 folder.mkdir(parents=True, exist_ok=True)
                 build_facts.write(facts, folder)

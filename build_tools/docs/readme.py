@@ -1,4 +1,4 @@
-"""The generated tables of the docs: compatibility (from wheelops/matrix.json) in the README,
+"""The generated tables of the docs: compatibility (from src/wheelops/matrix.json) in the README,
 troubleshooting (the guard's own findings, build_tools/docs/troubleshooting.py) in
 docs/troubleshooting.md, and the README's index of those.
 

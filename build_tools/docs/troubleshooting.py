@@ -409,8 +409,8 @@ GROUPS = (
     ),
     (
         "In a source checkout with nothing built",
-        "`import wheelops` works, so that `python -m build_tools.dev` can build; the ops "
-        "raise until then; `python -m wheelops` exits 1",
+        "`import wheelops` works, so that `PYTHONPATH=src python -m build_tools.dev` can build; "
+        "the ops raise until then; `python -m wheelops` exits 1",
         IN_A_CHECKOUT,
     ),
 )

@@ -34,7 +34,7 @@ from build_tools.plan import matrix as build_matrix
 # test sessions install it (tests/test_build.py checks they agree).
 ABI_AUDIT_REQUIREMENT = "torch-abi-audit==0.3.0"
 # What the audit leaves out: the optional autograd accelerator (DESIGN.md 13,
-# wheelops/ops/_accel.py) is off the stable ABI by design. It is built per exact torch
+# src/wheelops/ops/_accel.py) is off the stable ABI by design. It is built per exact torch
 # version, loaded only where that version is torch's own, and the stable-ABI layer serves
 # everywhere else, so the wheel's promise (every torch >= the floor) never rests on it.
 ABI_AUDIT_LEAVES_OUT = "wheelops/_accel/torch*/wheelops_accel.abi3.so"

@@ -1,6 +1,6 @@
 """CUDA architecture lists for a build: TORCH_CUDA_ARCH_LIST, else the matrix's default.
 
-Parsing and coverage rules live in the compatibility core (wheelops/_compat/archs.py),
+Parsing and coverage rules live in the compatibility core (src/wheelops/_compat/archs.py),
 which the installed guard uses too.
 """
 

@@ -92,7 +92,7 @@ def prepare(name: str) -> None:
         if pin is not None and Version(pin) != Version(variant.toolkit or "0"):
             raise SystemExit(
                 f"torch {version} pins cuda-toolkit {pin}, the matrix says {variant.name} "
-                f"uses {variant.toolkit}: make them agree in wheelops/matrix.json"
+                f"uses {variant.toolkit}: make them agree in src/wheelops/matrix.json"
             )
         _pip(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={variant.toolkit}")
     if variant.toolkit:  # the sm_90a kernels' headers only (build_tools/compile/cutlass.py): its

@@ -1,6 +1,6 @@
 """Decide what to build: the CPU library always; CUDA libraries when torch is a CUDA build.
 
-WHEELOPS_VARIANT (a variant of wheelops/matrix.json, set by the nox build and
+WHEELOPS_VARIANT (a variant of src/wheelops/matrix.json, set by the nox build and
 cibuildwheel) decides it: cpu builds the CPU library only; a CUDA variant
 requires a build torch and toolkit of exactly its CUDA version; universal
 builds a CUDA library for each of its parts (the one of the build torch's
@@ -54,7 +54,7 @@ def plan_build() -> BuildPlan:
         if variant is None or target not in variant.cross:
             raise SystemExit(
                 f'{TARGET_PLATFORM_ENV}={target}: only a variant with a "cross" entry for '
-                f"{target} in wheelops/matrix.json is cross-built (WHEELOPS_VARIANT="
+                f"{target} in src/wheelops/matrix.json is cross-built (WHEELOPS_VARIANT="
                 f"{variant.name if variant else ''})"
             )
         return _cross_plan(variant, target, torch.__version__)

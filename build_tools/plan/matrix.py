@@ -1,11 +1,11 @@
-"""The build matrix (wheelops/matrix.json) for nox, the Docker images and GitHub Actions.
+"""The build matrix (src/wheelops/matrix.json) for nox, the Docker images and GitHub Actions.
 
     python -m build_tools.plan.matrix github        # build= / test= lines for $GITHUB_OUTPUT
     python -m build_tools.plan.matrix docker-args cu126 x86_64
     python -m build_tools.plan.matrix image cu126 x86_64
     python -m build_tools.plan.matrix pypi-variant  # universal
 
-The model is wheelops/_compat/matrix.py's, extended here with what only the build and
+The model is src/wheelops/_compat/matrix.py's, extended here with what only the build and
 CI read (toolkits, compilers, images, platforms, torch releases), over the same data
 that module alone reads from matrix.json; nothing else lists variants, toolkits, images
 or torch versions: nox reads this module, the Dockerfile takes its build arguments from

@@ -1,4 +1,4 @@
-"""The wheel's version: wheelops/_version.py plus the variant as a local label.
+"""The wheel's version: src/wheelops/_version.py plus the variant as a local label.
 
 `0.1.0+cu130` on the per-variant indexes, as PyTorch does; plain `0.1.0` for
 the PyPI upload (`build_tools/package/relabel.py` strips the label from a built wheel,
@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import re
 
-from build_tools import ROOT
+from build_tools import PACKAGE_DIR
 
-VERSION_FILE = ROOT / "wheelops" / "_version.py"
+VERSION_FILE = PACKAGE_DIR / "_version.py"
 _LABEL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")
 
 

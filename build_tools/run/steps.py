@@ -2,7 +2,7 @@
 it, install and test it in a fresh venv (or an emulated one), serve the index and install
 from it. noxfile.py's sessions and the e2e rows (rows.py) are made of these.
 
-Variants, toolkits, arch lists, images and torch versions come from wheelops/matrix.json
+Variants, toolkits, arch lists, images and torch versions come from src/wheelops/matrix.json
 through build_tools/plan/matrix.py; nothing here repeats them.
 """
 

@@ -1,5 +1,5 @@
 // The fused elementwise part of the LLTM cell (forward and backward):
-// schemas and CPU kernels. The GEMM around it is torch's (wheelops/ops/lltm.py).
+// schemas and CPU kernels. The GEMM around it is torch's (src/wheelops/ops/lltm.py).
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 

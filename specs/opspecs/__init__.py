@@ -3,7 +3,7 @@ graphs, two GPUs, derivatives, determinism, export, native checks), the benchmar
 the agreement test read these descriptions, so that an op added here is covered by all.
 
 One module per op, ``opspecs/<op>.py``, defining ``SPEC``; modules are found by their
-files, as ``wheelops/ops/`` finds its ops (a name starting with "_" is a helper).
+files, as ``src/wheelops/ops/`` finds its ops (a name starting with "_" is a helper).
 """
 
 from __future__ import annotations

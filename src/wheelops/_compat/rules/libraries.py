@@ -19,7 +19,7 @@ def unreadable_facts(ctx: Context, facts: UnreadableBuildInfo) -> Finding:
             "not built",
             "source checkout",
             "this is a source checkout whose native libraries are not built",
-            ("python -m build_tools.dev",),
+            ("PYTHONPATH=src python -m build_tools.dev",),
         )
     return Finding(
         "build facts",

@@ -129,7 +129,11 @@ def build_info() -> BuildInfo:
     if isinstance(facts, UnreadableBuildInfo):
         raise RuntimeError(
             f"wheelops has no build facts: {facts.path} is {facts.state}. "
-            + ("Build in place with `python -m build_tools.dev`." if facts.checkout else "")
+            + (
+                "Build in place: `PYTHONPATH=src python -m build_tools.dev`."
+                if facts.checkout
+                else ""
+            )
         )
     return facts
 
@@ -352,7 +356,7 @@ def require(op: str) -> None:
     unused = f" Not used, because {PACKAGE_DIR} comes first on sys.path: {shadowed}"
     raise RuntimeError(
         f"wheelops.{op}: the wheelops native libraries are not built. In a source "
-        "checkout run `python -m build_tools.dev` (or call build_tools.dev.load()); "
+        "checkout run `PYTHONPATH=src python -m build_tools.dev` (or call build_tools.dev.load()); "
         "otherwise reinstall with `pip install --force-reinstall --no-deps wheelops`."
         + (unused if shadowed else "")
     )
