@@ -1,14 +1,16 @@
 """Build, repair, test, index and release-check wheelops: every step of the matrix, locally.
 
-    nox -s build -- [VARIANT] [--arch-list LIST]   a variant's wheel -> dist/<variant>/
-    nox -s build -- universal-aarch64               cross-built here -> dist/universal-aarch64/
-    nox -s repair -- [VARIANT]                      -> dist/repaired/<variant>/ + checks
-    nox -s "test_wheel(variant=..., torch=...)"    the suite against that wheel (nox -l)
-    nox -s index                                    site/whl/<variant>/ from the wheels
-    nox -s e2e -- VARIANT... [--quick]              a whole row, source to pip install
-    nox -s deploy -- [VARIANT...]                   examples/deploy: export, AOTI, C++
-    nox -s damage -- [VARIANT...]                   every file of the wheel damaged, 4 ways
-    nox -s lint static                              ruff; Dockerfile/workflow/packaging checks
+From the checkout's root (`python -m nox` imports build_tools from there):
+
+    python -m nox -s build -- [VARIANT] [--arch-list LIST]   a variant's wheel, dist/<variant>/
+    python -m nox -s build -- universal-aarch64               cross-built, dist/universal-aarch64/
+    python -m nox -s repair -- [VARIANT]                      dist/repaired/<variant>/ + checks
+    python -m nox -s "test_wheel(variant=..., torch=...)"    the suite on that wheel (nox -l)
+    python -m nox -s index                                    site/whl/<variant>/ from the wheels
+    python -m nox -s e2e -- VARIANT... [--quick]              a whole row, source to pip install
+    python -m nox -s deploy -- [VARIANT...]                   examples/deploy: export, AOTI, C++
+    python -m nox -s damage -- [VARIANT...]                   every file of the wheel damaged
+    python -m nox -s lint static                              ruff; Dockerfile/workflow checks
 
 Each session is a few lines over build_tools/run/ (the steps, the e2e rows); variants,
 toolkits, arch lists, images and torch versions come from src/wheelops/matrix.json through
@@ -18,7 +20,6 @@ build_tools/plan/matrix.py; nothing here repeats them.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,13 +28,19 @@ import nox
 ROOT = Path(__file__).resolve().parent
 
 
-# The `nox` script, unlike `python -m nox`, does not put this folder on the import path.
-# It holds build_tools and no wheelops (that is in src/), so it can go first.
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools.plan import matrix as build_matrix  # noqa: E402
-from build_tools.run import rows, steps  # noqa: E402
-from build_tools.run.steps import MATRIX  # noqa: E402
+# `python -m nox` from the checkout's root puts the root (build_tools; no wheelops, which is
+# in src/) on the import path; the `nox` script does not, and gets this message instead.
+try:
+    from build_tools.plan import matrix as build_matrix
+    from build_tools.run import rows, steps
+    from build_tools.run.steps import MATRIX
+except ModuleNotFoundError as err:
+    if err.name != "build_tools":
+        raise
+    raise SystemExit(
+        f"error: run nox as `python -m nox` from the checkout's root ({ROOT}), "
+        "so that it imports build_tools from there"
+    ) from err
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True

@@ -222,7 +222,8 @@ def test_cuda_12_builds_are_refused_outside_their_image(monkeypatch):
         build_env.prepare("cu126")
     message = str(refused.value)
     assert "CUDA 12.6.3 toolkit, which comes only from its build image" in message
-    assert f"docker run --rm -v $PWD:/src -w /src {image} nox -s build -- cu126" in message
+    fix = f"docker run --rm -v $PWD:/src -w /src {image} python -m nox -s build -- cu126"
+    assert fix in message
     with pytest.raises(
         SystemExit, match="unknown variant 'cu999': the matrix has cpu, cu124, cu126"
     ):

@@ -53,7 +53,7 @@ def refusal(variant: build_matrix.Variant, matrix: build_matrix.Matrix) -> str:
         "build image (the PyPI CUDA 12 wheels carry no nvcc driver). Build there:\n"
         f"  docker build -f docker/Dockerfile $(python -m build_tools.plan.matrix docker-args "
         f"{variant.name}) -t {image} .\n"
-        f"  docker run --rm -v $PWD:/src -w /src {image} nox -s build -- {variant.name}"
+        f"  docker run --rm -v $PWD:/src -w /src {image} python -m nox -s build -- {variant.name}"
     )
 
 
