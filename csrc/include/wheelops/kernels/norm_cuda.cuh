@@ -37,8 +37,8 @@
 #include <cuda_runtime.h>
 
 #include <array>
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -476,8 +476,8 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
 // The same for blocks of at most kRegisterSumsThreads threads, with each
 // thread's column sums in registers for all its rows (one shared-memory pass at
 // the end, not a read-modify-write per element) and the weight read once: the
-// per-element work is the formula's arithmetic and two conversions. grad_x is
-// null-free here (the caller wants it); w may be null (all ones).
+// per-element work is the formula's arithmetic and the conversions of x, g and
+// w. grad_x is never null here (the caller wants it); w may be (all ones).
 template <typename T, int kVec, int kN, bool kCentered>
 __global__ void __launch_bounds__(kRegisterSumsThreads, kRegisterSumsBlocksPerSm<T, kCentered>)
     backward_register_sums_kernel(
