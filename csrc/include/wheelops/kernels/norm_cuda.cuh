@@ -114,11 +114,11 @@ __device__ __forceinline__ A row_sum(A value, A* scratch) {
 }
 
 template <typename T, int kVec>
-__device__ __forceinline__ Vec<T, kVec> zeros() {
+__device__ __forceinline__ Vec<T, kVec> filled(T value) {
   Vec<T, kVec> v;
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
-    v.val[j] = T(0);
+    v.val[j] = value;
   }
   return v;
 }
@@ -137,18 +137,8 @@ __device__ __forceinline__ Vec<T, kVec> load_vec_or_zeros(const T* p, int64_t ve
     memcpy(&v, &bits, sizeof(bits));
     return v;
   } else {
-    return load ? cuda::load_vec<T, kVec>(p, vec_index) : zeros<T, kVec>();
+    return load ? cuda::load_vec<T, kVec>(p, vec_index) : filled<T, kVec>(T(0));
   }
-}
-
-template <typename T, int kVec>
-__device__ __forceinline__ Vec<T, kVec> ones() {
-  Vec<T, kVec> v;
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) {
-    v.val[j] = T(1);
-  }
-  return v;
 }
 
 template <typename A>
@@ -323,8 +313,10 @@ __global__ void __launch_bounds__(kMaxThreads) forward_long_rows_kernel(
     T* outr = out + row * cols;
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
       const Vec<T, kVec> v = cuda::load_vec<T, kVec>(xr, idx);
-      const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
-      const Vec<T, kVec> bv = b != nullptr ? cuda::load_vec<T, kVec>(b, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> wv =
+          w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : filled<T, kVec>(T(0));
+      const Vec<T, kVec> bv =
+          b != nullptr ? cuda::load_vec<T, kVec>(b, idx) : filled<T, kVec>(T(0));
       Vec<T, kVec> y;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
@@ -477,7 +469,8 @@ __global__ void __launch_bounds__(kMaxThreads) backward_registers_kernel(
 // thread's column sums in registers for all its rows (one shared-memory pass at
 // the end, not a read-modify-write per element) and the weight read once: the
 // per-element work is the formula's arithmetic and the conversions of x, g and
-// w. grad_x is never null here (the caller wants it); w may be (all ones).
+// w. w may be null (all ones); grad_x may be (column sums only: no row
+// reductions, no stores).
 template <typename T, int kVec, int kN, bool kCentered>
 __global__ void __launch_bounds__(kRegisterSumsThreads, kRegisterSumsBlocksPerSm<T, kCentered>)
     backward_register_sums_kernel(
@@ -497,7 +490,7 @@ __global__ void __launch_bounds__(kRegisterSumsThreads, kRegisterSumsBlocksPerSm
   for (int i = 0; i < kN; ++i) {
     const int64_t idx = tx + int64_t{i} * TX;
     in_row[i] = idx < vecs;
-    wv[i] = w != nullptr ? load_vec_or_zeros<T, kVec>(w, idx, in_row[i]) : ones<T, kVec>();
+    wv[i] = w != nullptr ? load_vec_or_zeros<T, kVec>(w, idx, in_row[i]) : filled<T, kVec>(T(1));
   }
   // This thread's columns, over its rows: sums of g*xhat, and of g for
   // layer_norm's bias (rms_norm has none).
@@ -545,6 +538,9 @@ __global__ void __launch_bounds__(kRegisterSumsThreads, kRegisterSumsBlocksPerSm
           sum_b[i * kVec + j] += g;
         }
       }
+    }
+    if (grad_x == nullptr) {  // the same for the whole block: no barrier is skipped by some
+      continue;
     }
     row_sum2(dot, sum, scratch);
     const A mean_dot = cols > 0 ? dot / static_cast<A>(cols) : A(0);
@@ -602,7 +598,8 @@ __global__ void __launch_bounds__(kMaxThreads) backward_long_rows_kernel(
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
       const Vec<T, kVec> xv = cuda::load_vec<T, kVec>(x + base, idx);
       const Vec<T, kVec> gv = cuda::load_vec<T, kVec>(grad + base, idx);
-      const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> wv =
+          w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : filled<T, kVec>(T(0));
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const A xhat = (static_cast<A>(xv.val[j]) - mu) * rs;
@@ -618,7 +615,8 @@ __global__ void __launch_bounds__(kMaxThreads) backward_long_rows_kernel(
     for (int64_t idx = threadIdx.x; idx < vecs; idx += blockDim.x) {
       const Vec<T, kVec> xv = cuda::load_vec<T, kVec>(x + base, idx);
       const Vec<T, kVec> gv = cuda::load_vec<T, kVec>(grad + base, idx);
-      const Vec<T, kVec> wv = w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : zeros<T, kVec>();
+      const Vec<T, kVec> wv =
+          w != nullptr ? cuda::load_vec<T, kVec>(w, idx) : filled<T, kVec>(T(0));
       Vec<T, kVec> dx;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
@@ -919,9 +917,10 @@ void launch_backward(
     // shared-memory accumulators of the other kernel cost a read-modify-write
     // an element: layer_norm's backward 1.09-1.16x slower at 4096x8192 and
     // 8192x8192, H200).
-    const bool register_sums = a.grad_x != nullptr && cfg.tx * ty <= kRegisterSumsThreads;
+    const bool register_sums = cfg.tx * ty <= kRegisterSumsThreads;
     dispatch_n<T, kVec, true>(cfg.n, [&](auto n) {
       constexpr int kN = decltype(n)::value;
+      constexpr Allowed kAllowed = allowed_n<T, kVec, true>();
       auto run = [&](auto in_registers) {
         constexpr auto kernel = decltype(in_registers)::value
                                     ? backward_register_sums_kernel<T, kVec, kN, kCentered>
@@ -942,11 +941,18 @@ void launch_backward(
           launch_sum_partials(a, p, grid, shape.cols, stream, op);
         }
       };
-      if (register_sums) {
-        run(std::true_type{});
-      } else {
-        run(std::false_type{});
+      // Only a row of more than 512 threads takes the shared-memory sums (a block
+      // of one 1024-thread row), and only the largest n leaves a row that many
+      // (pick_row_config), so only it has that kernel: a third of the instances.
+      if constexpr (kN == kAllowed.n[kAllowed.count - 1]) {
+        if (!register_sums) {
+          run(std::false_type{});
+          return;
+        }
       }
+      WHEELOPS_CHECK(register_sums, op, ": internal error: no backward kernel for ", cfg.tx,
+                     " x ", ty, " threads with ", kN, " vectors a thread");
+      run(std::true_type{});
     });
     return;
   }
