@@ -219,15 +219,17 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
       A sum = A(0);
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
-        const bool in_row = threadIdx.x + int64_t{i} * blockDim.x < vecs;
+        const int64_t idx = threadIdx.x + int64_t{i} * blockDim.x;
+        if constexpr (kAsAcc) {
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const A shifted = static_cast<A>(v[i].val[j]) - shift;
-          if constexpr (kAsAcc) {
-            d[i][j] = in_row ? shifted : A(0);
+          for (int j = 0; j < kVec; ++j) {
+            d[i][j] = idx < vecs ? static_cast<A>(v[i].val[j]) - shift : A(0);
+            sum += d[i][j];
           }
-          if (in_row) {  // padding would add (0 - shift)
-            sum += shifted;
+        } else if (idx < vecs) {  // padding would add (0 - shift)
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            sum += static_cast<A>(v[i].val[j]) - shift;
           }
         }
       }
