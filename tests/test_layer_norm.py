@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import decimal
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -8,6 +10,7 @@ from _norm_helpers import (
     GPU_LENGTHS,
     LENGTHS,
     _centering_error,
+    _grad_x_error,
     _rstd_error,
     assert_layer_norm_grad_weight_close,
     assert_layer_norm_grad_x_close,
@@ -15,6 +18,8 @@ from _norm_helpers import (
     assert_norm_bias_grad_close,
     assert_within,
     float64_grads,
+    layer_norm_float64_grads,
+    rounded_error,
     wheelops_ops_called,
 )
 from _saved import saved_for_backward
@@ -484,6 +489,51 @@ def test_regression_float64_grad_x_of_long_rows_near_a_large_mean():
     (grad_x,) = torch.autograd.grad(wheelops.layer_norm(x, None, None, 1e-12), (x,), grad)
     expected = float64_grads(lambda a: F.layer_norm(a, (4096,), None, None, 1e-12), grad, x)[0]
     assert_layer_norm_grad_x_close(grad_x, expected, x.detach(), None, grad, 1e-12)
+
+
+def _exact_grad_x(x_row, g_row, eps):
+    """layer_norm's grad_x of one row without weight, in 50-digit decimal arithmetic."""
+    with decimal.localcontext() as context:
+        context.prec = 50
+        xs = [decimal.Decimal(v) for v in x_row]
+        gs = [decimal.Decimal(v) for v in g_row]
+        n = len(xs)
+        mean = sum(xs) / n
+        rstd = 1 / (sum((v - mean) ** 2 for v in xs) / n + decimal.Decimal(eps)).sqrt()
+        xhat = [(v - mean) * rstd for v in xs]
+        mean_g = sum(gs) / n
+        mean_dot = sum(a * b for a, b in zip(gs, xhat, strict=True)) / n
+        return [float(rstd * (a - mean_g - b * mean_dot)) for a, b in zip(gs, xhat, strict=True)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float64_rows_around_a_large_mean_against_a_shifted_reference(device):
+    # Found by test_properties.py::test_layer_norm[cuda] with the random "gpu" profile
+    # (issue 45): float64 rows of 32 values 1e-3 apart around 100, eps 1e-12. The kernel was
+    # about 1e-11 off the exact grad_x; torch's float64 reference on the rows as they are,
+    # 2.16e-9 off, past the 2.10e-9 allowed (on the rows shifted near 0, 2.2e-13). The
+    # reference shifts each row by its first value (layer_norm_float64_grads), and must then
+    # itself meet the kernel's bound, once, against the exact gradient.
+    x = randn((2, 20, 32), torch.float64, device, 1204, 0.001, 100.0)
+    x = x.narrow(1, 0, 1).expand(2, 20, 32).detach().requires_grad_()
+    grad = randn((2, 20, 32), torch.float64, device, 1207)
+    (grad_x,) = torch.autograd.grad(wheelops.layer_norm(x, None, None, 1e-12), (x,), grad)
+    expected = layer_norm_float64_grads(grad, x, None, None, 1e-12)[0]
+    assert_layer_norm_grad_x_close(grad_x, expected, x.detach(), None, grad, 1e-12)
+    rows = x.detach().reshape(-1, 32).cpu()[::20]  # the rows repeat along dim 1
+    exact = torch.tensor(
+        [
+            _exact_grad_x(r.tolist(), g.tolist(), 1e-12)
+            for r, g in zip(rows, grad.reshape(-1, 32).cpu()[::20], strict=True)
+        ],
+        dtype=torch.float64,
+    )
+    kernel_bound = rounded_error(
+        exact,
+        _grad_x_error(rows, None, grad.reshape(-1, 32).cpu()[::20], 1e-12, True),
+        torch.float64,
+    )
+    assert_within(expected.reshape(-1, 32).cpu()[::20], exact, kernel_bound, "the reference")
 
 
 @pytest.mark.parametrize("device", DEVICES)
