@@ -974,7 +974,8 @@ void launch_backward(
       };
       // Only a row of more than 512 threads takes the shared-memory sums (a block
       // of one 1024-thread row), and only the largest n leaves a row that many
-      // (pick_row_config), so only it has that kernel: a third of the instances.
+      // (pick_row_config), so only it has that kernel, built for a third (or,
+      // where two n are allowed, half) of the n it used to be.
       if constexpr (kN == kAllowed.n[kAllowed.count - 1]) {
         if (!register_sums) {
           run(std::false_type{});
