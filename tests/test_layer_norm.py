@@ -520,20 +520,22 @@ def test_float64_rows_around_a_large_mean_against_a_shifted_reference(device):
     (grad_x,) = torch.autograd.grad(wheelops.layer_norm(x, None, None, 1e-12), (x,), grad)
     expected = layer_norm_float64_grads(grad, x, None, None, 1e-12)[0]
     assert_layer_norm_grad_x_close(grad_x, expected, x.detach(), None, grad, 1e-12)
-    rows = x.detach().reshape(-1, 32).cpu()[::20]  # the rows repeat along dim 1
+
+    def distinct_rows(t):  # x's rows repeat along dim 1
+        return t.detach().reshape(-1, 32).cpu()[::20]
+
+    rows, grad_rows = distinct_rows(x), distinct_rows(grad)
     exact = torch.tensor(
         [
             _exact_grad_x(r.tolist(), g.tolist(), 1e-12)
-            for r, g in zip(rows, grad.reshape(-1, 32).cpu()[::20], strict=True)
+            for r, g in zip(rows, grad_rows, strict=True)
         ],
         dtype=torch.float64,
     )
     kernel_bound = rounded_error(
-        exact,
-        _grad_x_error(rows, None, grad.reshape(-1, 32).cpu()[::20], 1e-12, True),
-        torch.float64,
+        exact, _grad_x_error(rows, None, grad_rows, 1e-12, True), torch.float64
     )
-    assert_within(expected.reshape(-1, 32).cpu()[::20], exact, kernel_bound, "the reference")
+    assert_within(distinct_rows(expected), exact, kernel_bound, "the reference")
 
 
 @pytest.mark.parametrize("device", DEVICES)
