@@ -14,7 +14,7 @@
 #include "bias_gelu.h"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
-#include "wheelops/kernels/gelu.h"
+#include "wheelops/kernels/gelu_16bit.cuh"
 #include "wheelops/kernels/gelu_backward.h"
 #include "wheelops/vectorized.cuh"
 #include "wheelops/tensors.h"
@@ -23,40 +23,6 @@ namespace wheelops::bias_gelu {
 namespace {
 
 constexpr int kThreads = 256;
-
-// 1 + erf(z) for 16-bit outputs, as erfc: 2 - erfc(z) for z >= 0, erfc(-z) below,
-// with erfc(a) = t * exp(-a^2 + P(t)), t = 1 / (1 + a/2) (Numerical Recipes'
-// erfcc, fractional error 1.2e-7), __expf and an approximate reciprocal: within
-// 4e-7 of 1 + erf everywhere, far inside the 2^-9 of a bf16 (2^-12 of a half)
-// result, and exact in relative terms in the negative tail, where 1 + erff(z)
-// cancels. Branch-free, about half of erff's instructions: the forward is
-// bound by instruction issue, not memory (ncu, H100: 58% of DRAM bandwidth).
-__device__ __forceinline__ float one_plus_erf_16bit(float z) {
-  const float a = fabsf(z);
-  const float t = __fdividef(1.0f, fmaf(0.5f, a, 1.0f));
-  float p = fmaf(t, 0.17087277f, -0.82215223f);
-  p = fmaf(t, p, 1.48851587f);
-  p = fmaf(t, p, -1.13520398f);
-  p = fmaf(t, p, 0.27886807f);
-  p = fmaf(t, p, -0.18628806f);
-  p = fmaf(t, p, 0.09678418f);
-  p = fmaf(t, p, 0.37409196f);
-  p = fmaf(t, p, 1.00002368f);
-  p = fmaf(t, p, -1.26551223f);
-  const float erfc_a = t * __expf(fmaf(-a, a, p));
-  return z >= 0.0f ? 2.0f - erfc_a : erfc_a;
-}
-
-// gelu(u) as the forward kernel computes it: PyTorch's formula, with the erf of
-// 16-bit types from one_plus_erf_16bit (NaN: fabsf(NaN) gives t = NaN, so NaN).
-template <typename T, gelu::Approximate kMode, typename A>
-__device__ __forceinline__ A forward_value(A u) {
-  if constexpr (sizeof(T) == 2 && kMode == gelu::Approximate::kNone) {
-    return 0.5f * u * one_plus_erf_16bit(u * gelu::Constants<float>::kSqrt1_2);
-  } else {
-    return gelu::forward<kMode>(u);
-  }
-}
 
 // One vector of x per thread over the whole tensor (a grid-stride loop only past
 // CUDA's grid limit), its bias vector found by the column: the tile grid it
@@ -77,7 +43,7 @@ __global__ void __launch_bounds__(kThreads) bias_gelu_forward_kernel(
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const A u = static_cast<A>(v.val[j]) + static_cast<A>(b.val[j]);
-      y.val[j] = static_cast<T>(forward_value<T, kMode>(u));
+      y.val[j] = static_cast<T>(gelu::forward_of<T, kMode>(u));
     }
     cuda::store_vec<T, kVec>(out, i, y);
   }

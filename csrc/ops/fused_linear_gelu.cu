@@ -32,7 +32,7 @@
 #include "wheelops/cublaslt.cuh"
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
-#include "wheelops/kernels/gelu.h"
+#include "wheelops/kernels/gelu_16bit.cuh"
 #include "wheelops/kernels/gelu_backward.h"
 #include "wheelops/tensors.h"
 #include "wheelops/vectorized.cuh"
@@ -76,11 +76,11 @@ cublasComputeType_t compute_type(bool allow_tf32) {
   }
 }
 
-template <gelu::Approximate kMode>
+template <typename T, gelu::Approximate kMode>
 struct GeluOp {
   template <typename A>
   __device__ A operator()(A u) const {
-    return gelu::forward<kMode>(u);
+    return gelu::forward_of<T, kMode>(u);
   }
 };
 
@@ -187,7 +187,7 @@ void forward(
   }
   gelu::dispatch_mode(mode, [&](auto m) {
     cuda::launch_elementwise<T, 1>(
-        po, cuda::Inputs<T, 1>{{ph}}, s.m * s.n, GeluOp<decltype(m)::value>{}, stream, kOp);
+        po, cuda::Inputs<T, 1>{{ph}}, s.m * s.n, GeluOp<T, decltype(m)::value>{}, stream, kOp);
   });
 }
 

@@ -1,6 +1,6 @@
 // CUTLASS kernels for fused_linear_gelu_sm90a.h: a TMA, warp-specialized, persistent
 // GEMM (the cooperative schedule) whose epilogue visitor tree computes
-//   out = gelu(acc + bias)  (float32, PyTorch's erf formula from kernels/gelu.h, then one
+//   out = gelu(acc + bias)  (float32, the erf formula of kernels/gelu_16bit.cuh, then one
 //                            rounding)
 // One tile configuration, chosen by measurement on an H200 among 19 (cooperative and
 // ping-pong; 64x256, 128x128, 128x256, 256x128 tiles; 1x1, 2x1, 1x2 clusters;
@@ -25,28 +25,28 @@
 
 #include <limits>
 
-#include "wheelops/kernels/gelu.h"
+#include "wheelops/kernels/gelu_16bit.cuh"
 
 namespace wheelops::fused_linear_gelu::sm90a {
 namespace {
 
 using namespace cute;
 
-// The epilogue's activation: the same formula as every other wheelops GELU.
+// The epilogue's activation (float32): the erf GELU of every 16-bit wheelops kernel.
 template <typename T>
 struct ExactGelu {
-  CUTLASS_HOST_DEVICE T operator()(T const& u) const {
-    return gelu::forward<gelu::Approximate::kNone>(u);
+  CUTLASS_DEVICE T operator()(T const& u) const {
+    return gelu::forward_16bit(u);
   }
 };
 
 template <typename T, int N>
 struct ExactGelu<cutlass::Array<T, N>> {
-  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& u) const {
+  CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& u) const {
     cutlass::Array<T, N> y;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < N; ++i) {
-      y[i] = gelu::forward<gelu::Approximate::kNone>(u[i]);
+      y[i] = gelu::forward_16bit(u[i]);
     }
     return y;
   }

@@ -13,7 +13,7 @@
 
 #include "wheelops/cuda_runtime.cuh"
 #include "wheelops/dispatch.h"
-#include "wheelops/kernels/gelu.h"
+#include "wheelops/kernels/gelu_16bit.cuh"
 #include "wheelops/kernels/gelu_backward.h"
 #include "wheelops/occupancy.cuh"
 #include "wheelops/tensor_checks.h"
@@ -42,7 +42,10 @@ constexpr int kSumSplits = 32;
 // registers). 16-bit rows need 2: at 4 blocks' 64 registers their kernels spilled
 // (22 bytes at 2 rows, 192 at 4), and 2 ran faster (H200, bf16 8192 x 8192: 178 ->
 // 157 us at 2 rows; float slower, 207 -> 271 us). Not for double, whose erf needs
-// the registers (bounded, it spilled heavily).
+// the registers (bounded, it spilled heavily). Measured again with the 16-bit erf of
+// gelu_16bit.cuh (H200, bf16 8192 x 8192): 2 blocks of 4 rows 112.5 us (124 registers),
+// 3 blocks of 2 rows 111.8 (80 registers) but 144.6 at 4096 x 16384, 4 blocks 149-228
+// (spilling 32-176 bytes), 2 blocks of 2 rows 119.5.
 template <typename T>
 constexpr int kBackwardMinBlocks = sizeof(T) == 8 ? 1 : sizeof(T) == 2 ? 2 : 4;
 
@@ -122,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks<T>) bias_gelu_bac
 #pragma unroll
           for (int j = 0; j < kVec; ++j) {
             const A u = static_cast<A>(v[k].val[j]) + static_cast<A>(b.val[j]);
-            const A d = static_cast<A>(g[k].val[j]) * gelu::derivative<kMode>(u);
+            const A d = static_cast<A>(g[k].val[j]) * gelu::derivative_of<T, kMode>(u);
             dx.val[j] = static_cast<T>(d);
             sums[j] += d;
           }
