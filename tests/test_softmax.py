@@ -41,7 +41,8 @@ import wheelops
 # Lengths that take every CUDA path: a thread per row (1, 2, 3, 7), teams of
 # part of a warp (16, 64), a warp (127, 1024), a block (1031, 4096, 8193), and
 # two passes (65536: longer than a block's registers). Odd lengths take the
-# scalar path, multiples of the vector width the 16-byte one.
+# scalar path, multiples of the vector width the 16-byte one; 1024 and 4096 on
+# that path fill a block's team exactly (the forward's whole-row kernel).
 LENGTHS = [1, 2, 3, 7, 16, 64, 127, 1024, 1031, 4096, 8193, 65536]
 INF, NAN = float("inf"), float("nan")
 
