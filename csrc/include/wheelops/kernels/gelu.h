@@ -1,5 +1,6 @@
 // GELU and its derivative, shared by bias_gelu and fused_linear_gelu, CPU and CUDA,
-// so all compute the same formula (PyTorch's, for approximate = "none" and "tanh").
+// so all compute the same formula (PyTorch's, for approximate = "none" and "tanh"); the
+// CUDA kernels of 16-bit results take gelu_16bit.cuh's erf form, a few float32 ulps from it.
 #pragma once
 
 #include <torch/headeronly/macros/Macros.h>

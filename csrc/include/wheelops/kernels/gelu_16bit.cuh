@@ -16,9 +16,9 @@
 // negative tail, where 1 + erff(u / sqrt 2) cancels, far closer than erff's in relative
 // terms. About ten instructions an element fewer than erff: the sm_90a kernel went from
 // 5,144 to 3,856 SASS instructions (128 elements a thread), bf16 8192x768->3072 from 90.7 to
-// 80.6 us on an H200. float and double keep gelu.h's erf formula,
-// within a few ulps of their own rounding. NaN and infinities follow the formula:
-// gelu(inf) = inf, gelu(-inf) = -inf * 0 = NaN, gelu'(+-inf) = NaN, NaN gives NaN.
+// 80.6 us on an H200. float and double keep gelu.h's erf formula, within a few ulps of
+// their own rounding. NaN and infinities follow the formula: gelu(inf) = inf,
+// gelu(-inf) = -inf * 0 = NaN, gelu'(+-inf) = NaN, NaN gives NaN.
 #pragma once
 
 #include "wheelops/kernels/gelu.h"
