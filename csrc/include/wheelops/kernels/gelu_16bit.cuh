@@ -50,7 +50,6 @@ __device__ __forceinline__ float reciprocal_approx(float x) {
 }
 
 struct Tail {
-  float m;    // Phi(-|u|)
   float cdf;  // Phi(u)
   float e;    // exp(-u^2 / 2)
 };
@@ -63,8 +62,8 @@ __device__ __forceinline__ Tail of(float u) {
   p = fmaf(p, t, kC2);
   p = fmaf(p, t, kC1);
   p = fmaf(p, t, kC0);
-  const float m = e * (p * t);
-  return {m, u >= 0.0f ? 1.0f - m : m, e};
+  const float m = e * (p * t);  // Phi(-|u|)
+  return {u >= 0.0f ? 1.0f - m : m, e};
 }
 
 } // namespace normal_tail
@@ -80,10 +79,14 @@ __device__ __forceinline__ float derivative_16bit(float u) {
   return fmaf(u * normal_tail::kInvSqrt2Pi, tail.e, tail.cdf);
 }
 
+// Whether a kernel whose result (or gradient) is a T takes the formulas above.
+template <typename T, Approximate kMode>
+constexpr bool kUses16BitErf = sizeof(T) == 2 && kMode == Approximate::kNone;
+
 // gelu(u) as a kernel whose result is a T computes it.
 template <typename T, Approximate kMode, typename A>
 __device__ __forceinline__ A forward_of(A u) {
-  if constexpr (sizeof(T) == 2 && kMode == Approximate::kNone) {
+  if constexpr (kUses16BitErf<T, kMode>) {
     return forward_16bit(u);
   } else {
     return forward<kMode>(u);
@@ -93,7 +96,7 @@ __device__ __forceinline__ A forward_of(A u) {
 // gelu'(u) as a kernel whose gradient is a T computes it.
 template <typename T, Approximate kMode, typename A>
 __device__ __forceinline__ A derivative_of(A u) {
-  if constexpr (sizeof(T) == 2 && kMode == Approximate::kNone) {
+  if constexpr (kUses16BitErf<T, kMode>) {
     return derivative_16bit(u);
   } else {
     return derivative<kMode>(u);
