@@ -1,14 +1,19 @@
 // CUTLASS kernels for fused_linear_gelu_sm90a.h: a TMA, warp-specialized, persistent
-// GEMM (the cooperative schedule) whose epilogue visitor tree computes
+// GEMM whose epilogue visitor tree computes
 //   out = gelu(acc + bias)  (float32, the erf formula of kernels/gelu_16bit.cuh, then one
 //                            rounding)
-// One tile configuration, chosen by measurement on an H200 among 19 (cooperative and
-// ping-pong; 64x256, 128x128, 128x256, 256x128 tiles; 1x1, 2x1, 1x2 clusters;
-// benchmarks/results/h200-2026-11-29-issue44): 256x128x64 tiles on a 1x2 cluster, bf16
-// 8192x768->3072 86.0 us (128x256 on 2x1, the previous choice: 86.7), 8192x4096->16384
-// 1803 (1868), 8192x4096->11008 1189 (1199), 8192x1024->4096 141.2 (136.7; eager 141.7).
-// It serves problems of at least kMinWaves waves of tiles: at 96 tiles (1024x768->3072) the
-// previous tiles took 17.9 us where cuBLASLt's GEMM and the GELU pass took 16.6 (H100).
+// Two configurations, by K (run()), chosen by measurement on an H200:
+// - K <= 1024, ping-pong 128x128x64 tiles on a 2x1 cluster: each warp group's epilogue
+//   overlaps the other's mainloop, which at small K is short enough for the epilogue to
+//   matter. With the 16-bit erf, bf16 8192x1024->4096 126.0 -> 118.6 us (eager 149.8, the
+//   GEMM alone 103.8), 8192x768->3072 80.0 -> 78.7 (eager 100.7), float16 the same within
+//   1% (benchmarks/results/h200-2026-11-30-issues43-45b).
+// - Above, cooperative 256x128x64 tiles on a 1x2 cluster, the best of 19 configurations
+//   (cooperative and ping-pong; 64x256, 128x128, 128x256, 256x128 tiles; 1x1, 2x1, 1x2
+//   clusters; benchmarks/results/h200-2026-11-29-issue44). Ping-pong loses 9-10% at K =
+//   4096 (8192x4096->11008 bf16 1093 against 996 us), where the mainloop dominates.
+// It serves problems of at least kMinWaves waves of 256x128 tiles: at 96 tiles (1024x768->3072)
+// the kernel took 17.9 us where cuBLASLt's GEMM and the GELU pass took 16.6 (H100).
 // Inference only: where the backward needs the pre-activation, the kernel that also wrote it
 // was no faster than cuBLASLt's GEMM and the GELU pass, which write and read it anyway
 // (bf16, H200: 148.0 against 141.7 us at 8192x1024->4096, 93.8 against 94.5 at
@@ -55,36 +60,55 @@ struct ExactGelu<cutlass::Array<T, N>> {
 constexpr int kAlignment = 8;  // elements: 16 bytes of a 16-bit type
 constexpr int64_t kTileM = 256, kTileN = 128;
 constexpr int64_t kMinWaves = 4;
+// Ping-pong up to this K, cooperative above (run()).
+constexpr int64_t kMaxPingpongK = 1024;
 
-template <typename Element>
+// The two schedules of the rule in run(). Cooperative: both consumer warp groups share one
+// 256x128 tile, so its epilogue (the GELU) runs with the tensor cores idle. Ping-pong: each
+// warp group owns a 128x128 tile and its epilogue overlaps the other's mainloop.
+struct Cooperative256x128 {
+  using TileShape = Shape<_256, _128, _64>;
+  using ClusterShape = Shape<_1, _2, _1>;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+};
+struct Pingpong128x128 {
+  using TileShape = Shape<_128, _128, _64>;
+  using ClusterShape = Shape<_2, _1, _1>;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+  using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+};
+static_assert(size<0>(Cooperative256x128::TileShape{}) == kTileM &&
+              size<1>(Cooperative256x128::TileShape{}) == kTileN);
+
+template <typename Element, typename Config>
 struct Kernel {
   using LayoutX = cutlass::layout::RowMajor;     // x [m, k]
   using LayoutW = cutlass::layout::ColumnMajor;  // w [n, k] row-major: B (k x n), k-major
   using LayoutOut = cutlass::layout::RowMajor;
-  using TileShape = Shape<_256, _128, _64>;
-  static_assert(size<0>(TileShape{}) == kTileM && size<1>(TileShape{}) == kTileN);
-  using ClusterShape = Shape<_1, _2, _1>;
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
   using Fusion =
       cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ExactGelu, Element, float, Element>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutOut,
       kAlignment, Element, LayoutOut, kAlignment,
-      cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+      typename Config::EpilogueSchedule, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutX, kAlignment,
       Element, LayoutW, kAlignment, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<
           static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Config::MainloopSchedule>::CollectiveOp;
   using GemmKernel =
       cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 };
 
-template <typename Element>
+template <typename Element, typename Config>
 bool launch(const Problem& p, cudaStream_t stream) {
-  using Gemm = typename Kernel<Element>::Gemm;
+  using Gemm = typename Kernel<Element, Config>::Gemm;
   using GemmKernel = typename Gemm::GemmKernel;
   const int m = static_cast<int>(p.m);
   const int n = static_cast<int>(p.n);
@@ -134,8 +158,12 @@ bool run(const Problem& p, cudaStream_t stream) {
   if (!fits(p)) {
     return false;
   }
-  return p.dtype == Dtype::kBFloat16 ? launch<cutlass::bfloat16_t>(p, stream)
-                                     : launch<cutlass::half_t>(p, stream);
+  if (p.k <= kMaxPingpongK) {
+    return p.dtype == Dtype::kBFloat16 ? launch<cutlass::bfloat16_t, Pingpong128x128>(p, stream)
+                                       : launch<cutlass::half_t, Pingpong128x128>(p, stream);
+  }
+  return p.dtype == Dtype::kBFloat16 ? launch<cutlass::bfloat16_t, Cooperative256x128>(p, stream)
+                                     : launch<cutlass::half_t, Cooperative256x128>(p, stream);
 }
 
 } // namespace wheelops::fused_linear_gelu::sm90a
