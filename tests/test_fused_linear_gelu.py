@@ -137,7 +137,7 @@ def test_backward_within_derived_bound(shape, out_features, dtype, device, appro
 
 
 HOPPER_SHAPE = ((8192, 64), 3072)  # 32 x 24 = 768 tiles of 256 x 128: >= 4 waves on 132 SMs
-HOPPER_TILE = (256, 128)
+HOPPER_TILE = (128, 128)  # in_features <= 1024: the ping-pong kernel's tiles
 
 
 def _tile_edges(size: int, tile: int) -> torch.Tensor:
@@ -151,12 +151,11 @@ def _tile_edges(size: int, tile: int) -> torch.Tensor:
 @pytest.mark.parametrize("keep_pre", [False, True], ids=["inference", "training"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_hopper_epilogue_gemm_within_derived_bound(dtype, keep_pre):
-    """On an sm_90 GPU the erf inference forward of a 16-bit problem of at least 4 waves of
-    tiles is one CUTLASS GEMM whose epilogue adds the bias and applies the GELU
+    """On an sm_90 GPU the erf forward of a 16-bit problem of at least 4 waves of tiles is
+    one CUTLASS GEMM whose epilogue adds the bias and applies the GELU
     (fused_linear_gelu_sm90a.cu): it runs (the profiler names its kernel) and its output is
-    within the bound. Where a gradient may be asked, cuBLASLt's GEMM keeps the
-    pre-activation and the GELU pass follows (not that kernel): its output and the
-    gradients from that pre-activation are within their bounds.
+    within the bound. Where a gradient may be asked (in_features <= 1024 here) the same
+    kernel also writes the pre-activation: the gradients from it are within their bounds.
 
     The problem must be large (>= 528 tiles) for the kernel to be chosen; its float64
     bounds over every element took 48-160 s of one core (issue 42). Output rows and
@@ -174,7 +173,7 @@ def test_hopper_epilogue_gemm_within_derived_bound(dtype, keep_pre):
         torch.cuda.synchronize()
     kernels = {event.name for event in profile.events()}
     # The CUTLASS kernel's name holds its epilogue's functor (cuBLAS's may say "cutlass").
-    assert any("ExactGelu" in name for name in kernels) != keep_pre, kernels
+    assert any("ExactGelu" in name for name in kernels), kernels
     rows = _tile_edges(shape[0], HOPPER_TILE[0]).cuda()
     columns = _tile_edges(out_features, HOPPER_TILE[1]).cuda()
     assert_bound(out.detach()[rows], forward_bound(x[rows], w, b, "none", "cuda"), "output")
@@ -186,6 +185,29 @@ def test_hopper_epilogue_gemm_within_derived_bound(dtype, keep_pre):
         by_column = backward_bounds(grad[:, columns], x, w[columns], b[columns], "none", "cuda")
         assert_bound(grad_weight[columns], by_column["grad_weight"], "grad_weight")
         assert_bound(grad_bias[columns], by_column["grad_bias"], "grad_bias")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("in_features", [1024, 1032])
+def test_hopper_training_forward_keeps_the_pre_activation_in_cutlass_up_to_1024(in_features):
+    """The CUTLASS kernel that also writes the pre-activation is the ping-pong one, built for
+    in_features up to 1024 (kSm90aPingpongMaxK); above, a training forward takes cuBLASLt's
+    BIAS GEMM and the GELU pass, the inference forward still the CUTLASS kernel."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a kernel runs on sm_90 GPUs only (H100, H200, GH200)")
+    x, w, b = inputs((8192, in_features), 3072, torch.bfloat16, "cuda", seed=23)
+    rows = torch.tensor([0, 1, 4095, 8191], device="cuda")  # a few: the bound costs per row
+
+    def cutlass_ran(requires_grad: bool) -> bool:
+        leaves = [t.clone().requires_grad_(requires_grad) for t in (x, w, b)]
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            out = wheelops.fused_linear_gelu(*leaves)
+            torch.cuda.synchronize()
+        assert_bound(out.detach()[rows], forward_bound(x[rows], w, b, "none", "cuda"), "output")
+        return any("ExactGelu" in event.name for event in prof.events())
+
+    assert cutlass_ran(requires_grad=False)
+    assert cutlass_ran(requires_grad=True) == (in_features <= 1024)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -27,6 +27,7 @@ CAPABILITIES = (75, 80, 86, 89, 90, 100, 120)
 # (out_features, in_features, every operand 16-byte aligned)
 SHAPES = (
     (3072, 768, True),
+    (3072, 4096, True),  # above kSm90aPingpongMaxK: a kept pre-activation leaves CUTLASS
     (8, 8, True),
     (3070, 768, True),  # out_features not a multiple of 8
     (3072, 766, True),  # in_features not a multiple of 8
@@ -124,14 +125,15 @@ def expected_paths(f: Facts) -> list[str]:
     epilogues = f.precision != "float64" and f.n % 8 == 0 and f.k % 8 == 0 and f.aligned
     pre_activation = ["bias_epilogue", "gemm"] if f.bias and epilogues else ["gemm"]
     # The CUTLASS kernel is sm_90a code: exactly compute capability 9.0, a library that
-    # links it, 16-bit erf with a bias, inference only.
+    # links it, 16-bit erf with a bias; where the pre-activation is kept, in_features up to
+    # 1024 (its ping-pong kernel, the one that writes it too).
     cutlass = (
         f.capability == 90
         and f.sm90a_kernels
         and f.precision == "16bit"
         and not f.tanh
         and f.bias
-        and not f.keep_pre_activation
+        and (not f.keep_pre_activation or f.k <= 1024)
     )
     if cutlass:
         return ["cutlass", *pre_activation]
@@ -174,13 +176,24 @@ def test_whole_table(actual_paths: dict[Facts, list[str]]) -> None:
 def test_only_sm_90_takes_the_cutlass_kernel(actual_paths: dict[Facts, list[str]]) -> None:
     takers = {f.capability for f, paths in actual_paths.items() if "cutlass" in paths}
     assert takers == {90}
-    # On sm_90 exactly: 16-bit erf with a bias, inference, a library built with the kernel.
+    # On sm_90 exactly: 16-bit erf with a bias, a library built with the kernel; training
+    # (the pre-activation kept) only up to in_features 1024.
     on_90 = {
         (f.precision, f.tanh, f.bias, f.keep_pre_activation, f.sm90a_kernels)
         for f, paths in actual_paths.items()
         if f.capability == 90 and paths[0] == "cutlass"
     }
-    assert on_90 == {("16bit", False, True, False, True)}
+    assert on_90 == {("16bit", False, True, False, True), ("16bit", False, True, True, True)}
+    kept_ks = {
+        f.k for f, paths in actual_paths.items() if f.keep_pre_activation and paths[0] == "cutlass"
+    }
+    assert kept_ks and max(kept_ks) <= 1024
+    inference_ks = {
+        f.k
+        for f, paths in actual_paths.items()
+        if not f.keep_pre_activation and paths[0] == "cutlass"
+    }
+    assert 4096 in inference_ks
 
 
 @pytest.mark.parametrize("capability", [80, 89, 100])

@@ -6,7 +6,8 @@
 //
 // Forward: which path runs is a pure rule, fused_linear_gelu_path.h (tested on the CPU;
 // each path and the reasons for it are described there): on sm_90 with the sm_90a kernels,
-// the erf inference forward is one CUTLASS GEMM with the GELU in its epilogue; tanh (16-bit)
+// the erf forward is one CUTLASS GEMM with the GELU in its epilogue (writing the
+// pre-activation too where it is kept, in_features up to 1024); tanh (16-bit)
 // is one cuBLASLt GEMM with its GELU epilogue; otherwise cuBLASLt's BIAS epilogue (or a
 // plain GEMM and our bias kernel) writes the pre-activation and one GELU pass follows.
 // Backward: one pass d_pre = grad * gelu'(pre) that also sums grad_bias (deterministic,
@@ -143,7 +144,7 @@ void forward(
       const sm90a::Problem problem{
           std::is_same_v<T, Half> ? sm90a::Dtype::kHalf
                                   : sm90a::Dtype::kBFloat16,
-          px, pw, pb, po, s.m, s.n, s.k, device, cuda::multiprocessor_count(device)};
+          px, pw, pb, po, pp, s.m, s.n, s.k, device, cuda::multiprocessor_count(device)};
       if (sm90a::run(problem, stream)) {
         WHEELOPS_CHECK_LAUNCH(kOp);
         return;

@@ -24,10 +24,15 @@ struct ForwardFacts {
   bool aligned_16;           // every operand given (x, w, bias, out, pre) is 16-byte aligned
 };
 
+// in_features up to which the sm_90a kernel runs its ping-pong schedule
+// (fused_linear_gelu_sm90a.cu), the one built to write the pre-activation too.
+constexpr int64_t kSm90aPingpongMaxK = 1024;
+
 enum class ForwardPath {
   // One CUTLASS GEMM whose epilogue adds the bias and applies the exact GELU in float32
-  // before rounding (sm90a::run, fused_linear_gelu_sm90a.cu). It may decline the problem
-  // (its tiles' alignment, int32 sizes, too few tiles to fill the GPU).
+  // before rounding, writing the pre-activation (rounded once) too where it is kept
+  // (sm90a::run, fused_linear_gelu_sm90a.cu). It may decline the problem (its tiles'
+  // alignment, int32 sizes, too few tiles to fill the GPU).
   kCutlassErfGelu,
   // One cuBLASLt GEMM whose epilogue adds the bias and applies cuBLASLt's GELU (the tanh
   // form) in float32 before rounding: GELU_BIAS / GELU, or GELU_AUX_BIAS / GELU_AUX writing
@@ -62,11 +67,11 @@ constexpr ForwardPath choose_forward_path(const ForwardFacts& f) {
   if (f.k == 0) {
     return ForwardPath::kZeroK;  // sm90a::run declines K = 0 too
   }
-  // The erf GELU in the GEMM's epilogue for inference only: where the pre-activation is
-  // kept, cuBLASLt's BIAS GEMM and the GELU pass are as fast (measured, H200; the .cu of
-  // the sm_90a kernel has the numbers).
+  // The erf GELU in the GEMM's epilogue; where the pre-activation is kept, only up to
+  // kSm90aPingpongMaxK (above, cuBLASLt's BIAS GEMM and the GELU pass are as fast: measured,
+  // H200; the .cu of the sm_90a kernel has the numbers).
   if (f.sm90a_kernels && f.compute_capability == 90 && f.precision == Precision::kSixteenBit &&
-      !f.tanh && f.bias && !f.keep_pre_activation) {
+      !f.tanh && f.bias && (!f.keep_pre_activation || f.k <= kSm90aPingpongMaxK)) {
     return ForwardPath::kCutlassErfGelu;
   }
   // cuBLASLt's GELU is the tanh form, evaluated with an error of up to 38.5 float32 ulps of

@@ -1,7 +1,7 @@
-// fused_linear_gelu's inference forward on Hopper (sm_90a): one CUTLASS GEMM whose epilogue
-// adds the bias and applies the exact (erf) GELU in float32 before rounding. cuBLASLt has no
-// erf GELU epilogue. (Where the backward needs the pre-activation, cuBLASLt's GEMM and the
-// GELU pass serve: as fast, measured in the .cu.)
+// fused_linear_gelu's forward on Hopper (sm_90a): one CUTLASS GEMM whose epilogue adds the
+// bias and applies the exact (erf) GELU in float32 before rounding, writing the pre-activation
+// too where the backward needs it (in_features up to kSm90aPingpongMaxK: the path rule,
+// fused_linear_gelu_path.h). cuBLASLt has no erf GELU epilogue.
 //
 // Compiled for sm_90a only (build_tools/compile/native_sources.py: `*_sm90a.cu`), with no torch
 // headers, so that its CUTLASS templates cost one device pass per CUDA library. The
@@ -22,6 +22,7 @@ struct Problem {
   const void* w;     // [n, k], row-major
   const void* bias;  // [n]
   void* out;         // [m, n], row-major: gelu(x @ w^T + bias)
+  void* pre;         // [m, n] or nullptr (not kept): x @ w^T + bias, rounded to the dtype
   int64_t m, n, k;
   int device;
   int sm_count;
@@ -29,8 +30,9 @@ struct Problem {
 
 // Whether this kernel serves the problem: shapes that fit its tiles' alignment (n and k
 // multiples of 8, every pointer 16-byte aligned), sizes within int32 (CUTLASS's problem
-// shape), a bias, and enough tiles to fill the GPU several times over (below that,
-// cuBLASLt's GEMM and a GELU pass are faster: measured in the .cu).
+// shape), a bias, k <= kSm90aPingpongMaxK where the pre-activation is kept, and enough tiles
+// to fill the GPU several times over (below that, cuBLASLt's GEMM and a GELU pass are
+// faster: measured in the .cu).
 bool fits(const Problem& p);
 
 // Launch on `stream`; false (nothing launched) where CUTLASS declines the problem, so the
