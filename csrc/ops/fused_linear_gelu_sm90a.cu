@@ -66,9 +66,10 @@ constexpr int kAlignment = 8;  // elements: 16 bytes of a 16-bit type
 constexpr int64_t kTileM = 256, kTileN = 128;
 constexpr int64_t kMinWaves = 4;
 
-// The two schedules of run(), by K (kSm90aPingpongMaxK, fused_linear_gelu_path.h). Cooperative: both consumer warp groups share one
-// 256x128 tile, so its epilogue (the GELU) runs with the tensor cores idle. Ping-pong: each
-// warp group owns a 128x128 tile and its epilogue overlaps the other's mainloop.
+// The two schedules of run(), by K (kSm90aPingpongMaxK, fused_linear_gelu_path.h).
+// Cooperative: both consumer warp groups share one 256x128 tile, so its epilogue (the GELU)
+// runs with the tensor cores idle. Ping-pong: each warp group owns a 128x128 tile and its
+// epilogue overlaps the other's mainloop.
 struct Cooperative256x128 {
   using TileShape = Shape<_256, _128, _64>;
   using ClusterShape = Shape<_1, _2, _1>;

@@ -190,10 +190,10 @@ template <typename T, bool kCentered>
 constexpr bool kRowAsAcc = kCentered && sizeof(T) == 2;
 
 // Whether rows of exactly TX * kN vectors take forward_registers_kernel<..., kExact = true>,
-// which drops the per-vector bounds checks and indexes in 32 bits: float rows, 1-6% faster
-// from 4096 x 1024 up (H200, layer_norm and rms_norm, e.g. 4096x1024 14.6 -> 14.0 us,
-// 4096x8192 73.9 -> 72.3); 16-bit rows were 1-4% slower with it (4096x1024 bf16 10.3 ->
-// 10.7), so they keep the checked kernel (benchmarks/results/h200-2026-11-30-issues43-45b).
+// which drops the per-vector bounds checks and indexes in 32 bits: float rows, 1-5% faster
+// from 4096 x 1024 up (H200, layer_norm and rms_norm, e.g. layer_norm 4096x1024 14.6 -> 13.8
+// us, 4096x8192 73.9 -> 72.0); 16-bit rows were 1-7% slower with it (bf16 rms_norm 4096x1024
+// 9.3 -> 10.0), so they keep the checked kernel (benchmarks/results/h200-2026-11-30-issues43-45b).
 template <typename T, int kVec>
 constexpr bool kExactRows = std::is_same_v<T, float> && kVec > 1;
 
