@@ -7,18 +7,19 @@ so a change in its middle is no different from the random bytes case. The librar
 damaged once more with no dist-info installed at all (#35): their build facts' sha256 tells.
 
 Each case damages one file in a hard-linked copy of the install (the package and its
-dist-info) and runs, in subprocesses, `import wheelops` plus an op, and
-`python -m wheelops --json`. Neither may die of a signal or hang. Import either works or
-raises wheelops' own error (CompatibilityError, DamagedInstallError) naming the file and
-the reinstall command; the doctor agrees (exit 1 exactly when import fails, naming the
-file) and always prints valid JSON. Where import works, the doctor names a damaged file
-that the wheel's RECORD lists. Then the fix it printed (the first reinstall, or the one
-import's error names) runs as printed, with pip, in a venv whose site-packages holds the
-damaged install, and `import wheelops` plus an op must work and the damaged package file be
-the wheel's again (#46: the RECORD-less install's `--force-reinstall` failed when run).
-The indexes are served from the wheelhouse on 127.0.0.1 (tests/_loopback.py): the command's
-index URL is replaced by its copy's, as WHEELOPS_INDEX_URL prints it
-(tests/test_fixes_cure.py runs that variable end to end).
+dist-info) and runs, each in a fresh process (forked from one that imported torch only:
+tests/_warm_python.py), `import wheelops` plus an op, and `python -m wheelops --json`.
+Neither may die of a signal or hang. Import either works or raises wheelops' own error
+(CompatibilityError, DamagedInstallError) naming the file and the reinstall command; the
+doctor agrees (exit 1 exactly when import fails, naming the file) and always prints valid
+JSON. Where import works, the doctor names a damaged file that the wheel's RECORD lists.
+Then the fix it printed (the first reinstall, or the one import's error names) runs as
+printed, with pip, in a venv whose site-packages holds the damaged install, and `import
+wheelops` plus an op must work and the damaged package file be the wheel's again (#46: the
+RECORD-less install's `--force-reinstall` failed when run). The indexes are served from the
+wheelhouse on 127.0.0.1 (tests/_loopback.py): the command's index URL is replaced by its
+copy's, as WHEELOPS_INDEX_URL prints it (tests/test_fixes_cure.py runs that variable end to
+end).
 
 Python itself runs four files before any wheelops code can: `wheelops/__init__.py`,
 `wheelops/_damage.py` and, for the doctor, `wheelops/__main__.py`, which runs the doctor's
@@ -41,12 +42,13 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
 from _loopback import served, wheelhouse_index
+from _warm_python import Command, WarmPython
 
 import wheelops
 from wheelops._compat import loader, record
@@ -309,18 +311,44 @@ def damage(site: Path, relative: str, how: str) -> bool:
     return True
 
 
-def run_both(site: Path, how_to_run: dict) -> tuple[subprocess.CompletedProcess[str], ...]:
-    """`import wheelops` + an op, and the doctor, side by side (each pays torch's import)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
+def clean_env() -> dict[str, str]:
+    """The environment a user's process starts with: none of ours, no Python variables."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[Callable[[dict], WarmPython]]:
+    """The warm Python server for a kind of start (how_to_run: as root without the
+    capabilities to read anything, or not), started on first use; each worker's own."""
+    servers: dict[bool, WarmPython] = {}
+
+    def server(how_to_run: dict) -> WarmPython:
+        key = bool(how_to_run)
+        if key not in servers:
+            servers[key] = WarmPython(clean_env(), how_to_run.get("preexec_fn"))
+        return servers[key]
+
+    yield server
+    for started in servers.values():
+        started.close()
+
+
+def run_both(
+    warm: Callable[[dict], WarmPython], site: Path, how_to_run: dict
+) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """`import wheelops` + an op, and the doctor, side by side, each in a fresh process
+    forked from one that imported torch (tests/_warm_python.py)."""
+    env = clean_env()
     env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(site))
-    commands = ([sys.executable, "-c", RUN], [sys.executable, "-m", "wheelops", "--json"])
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    running = [subprocess.Popen(c, cwd=site, env=env, **pipes, **how_to_run) for c in commands]
-    done = []
-    for command, process in zip(commands, running, strict=True):
-        out, err = process.communicate(timeout=300)
-        assert process.returncode >= 0, f"killed by signal {-process.returncode}: {err[-2000:]}"
-        done.append(subprocess.CompletedProcess(command, process.returncode, out, err))
+    commands = (
+        Command(site, env, code=RUN),
+        Command(site, env, module="wheelops", args=("--json",)),
+    )
+    done = warm(how_to_run).run(commands, timeout=300)
+    for process in done:
+        assert process.returncode >= 0, (
+            f"killed by signal {-process.returncode}: {process.stderr[-2000:]}"
+        )
     return tuple(done)
 
 
@@ -335,14 +363,14 @@ def last_error(stderr: str) -> str:
 @pytest.mark.parametrize(
     ("relative", "how"), [(f, how) for f in CASES for how in DAMAGES] + LIBRARY_CASES
 )
-def test_a_damaged_file_is_refused_by_name_or_works(pristine, cure, tmp_path, relative, how):
+def test_a_damaged_file_is_refused_by_name_or_works(pristine, cure, warm, tmp_path, relative, how):
     how_to_run = unreadable_runner() if how == "unreadable" else {}
     site = cure.take() if cure else tmp_path / "site"
     shutil.copytree(pristine, site, copy_function=os.link, dirs_exist_ok=True)
     damaged = damage(site, relative, how)
     path = str(site / relative)
 
-    imported, doctor = run_both(site, how_to_run)
+    imported, doctor = run_both(warm, site, how_to_run)
     judge_damage(site, relative, damaged, path, imported, doctor)
     # What it printed cures it. Python's own error (a file it runs first) prints nothing:
     # docs/troubleshooting.md gives the reinstall there.
@@ -424,7 +452,7 @@ def judge_damage(
     ("relative", "how"),
     [(f, how) for f in CASES if f in LIBRARIES for how in DAMAGES] + LIBRARY_CASES,
 )
-def test_a_damaged_library_without_record_is_refused(pristine, cure, tmp_path, relative, how):
+def test_a_damaged_library_without_record_is_refused(pristine, cure, warm, tmp_path, relative, how):
     """The package alone, no dist-info (a vendored copy, a Docker COPY of site-packages'
     wheelops folder): a library's identity is the sha256 its build recorded. A library this
     import loads is refused by name with the reinstall fix, exit 1, never a signal (a
@@ -436,7 +464,7 @@ def test_a_damaged_library_without_record_is_refused(pristine, cure, tmp_path, r
     damage(site, relative, how)
     path = str(site / relative)
 
-    imported, doctor = run_both(site, how_to_run)
+    imported, doctor = run_both(warm, site, how_to_run)
     said = doctor.stdout + doctor.stderr
     report = json.loads(doctor.stdout)
     if Path(relative).name not in served_libraries():
@@ -469,7 +497,7 @@ def test_every_file_of_the_install_is_a_case():
 
 
 @pytest.mark.slow
-def test_a_wheel_whose_record_does_not_match_installs_and_the_doctor_names_it(tmp_path):
+def test_a_wheel_whose_record_does_not_match_installs_and_the_doctor_names_it(warm, tmp_path):
     """pip installs a wheel whose files differ from its RECORD without a word (it does not
     check the hashes); the doctor reads the installed files back and names the one."""
     wheelhouse = os.environ.get("WHEELOPS_TEST_WHEELHOUSE")
@@ -492,7 +520,7 @@ def test_a_wheel_whose_record_does_not_match_installs_and_the_doctor_names_it(tm
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-2000:]
-    imported, doctor = run_both(site, {})
+    imported, doctor = run_both(warm, site, {})
     assert "WORKS" in imported.stdout, imported.stderr[-2000:]
     assert doctor.returncode == 0, doctor.stderr[-2000:]
     (files,) = [f for f in json.loads(doctor.stdout)["findings"] if f["check"] == "installed files"]
