@@ -280,8 +280,7 @@ IN_THE_REPORT += [
                 "/opt/gcc/bin/g++",
                 "/opt/gcc/bin/g++",
                 "private",
-                "the C++ exception runtime (libstdc++ / libsupc++) and libstdc++'s locales "
-                "and iostreams",
+                "the C++ exception runtime (libstdc++ / libsupc++)",
             ),
             probes.CompilerProbe("/usr/bin/g++", "/usr/bin/g++", "shared"),
         ),
