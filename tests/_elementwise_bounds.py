@@ -23,6 +23,11 @@ import torch
 from _norm_helpers import allowance, assert_within, compute_unit
 from _property_checks import saturate
 
+# Elements per piece of a check: its float64 temporaries are 16 MiB, which glibc's heap
+# reuses once the first is freed; a 4096 x 4096 check's were 128 MiB each, every one a
+# fresh mmap faulted in page by page (most of a bound test's CPU time).
+PIECE = 2**21
+
 
 def assert_within_roundings(
     actual: torch.Tensor,
@@ -32,8 +37,24 @@ def assert_within_roundings(
     equal_nan: bool = False,
 ) -> None:
     """|actual - expected| within one rounding to actual's dtype of a value `error` away
-    (allowance); NaN where expected has NaN (equal_nan) or nowhere."""
-    expected = saturate(expected.double(), actual.dtype).to(actual.device)
+    (allowance); NaN where expected has NaN (equal_nan) or nowhere. Checked in pieces."""
+    expected = expected.to(actual.device)
+    error = error.to(actual.device).expand_as(expected).reshape(-1)
+    actual, expected = actual.reshape(-1), expected.reshape(-1)
+    for start in range(0, max(expected.numel(), 1), PIECE):
+        piece = slice(start, start + PIECE)
+        _check_piece(actual[piece], expected[piece], error[piece], what, equal_nan, start)
+
+
+def _check_piece(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    error: torch.Tensor,
+    what: str,
+    equal_nan: bool,
+    offset: int,
+) -> None:
+    expected = saturate(expected.double(), actual.dtype)
     actual64 = actual.double()
     nan = expected.isnan()
     if equal_nan:
@@ -41,11 +62,12 @@ def assert_within_roundings(
     else:
         assert not nan.any() and not actual64.isnan().any(), f"{what}: NaN"
     # An infinite reference must be met exactly (assert_within: 0 between equal infinities).
-    error = error.double().to(actual.device).expand_as(expected)
-    error = torch.where(expected.isfinite(), error, 0.0)
-    keep = ~nan
-    allowed = allowance(expected[keep], error[keep], actual.dtype)
-    assert_within(actual64[keep], expected[keep], allowed, what)
+    error = torch.where(expected.isfinite(), error.double(), 0.0)
+    if nan.any():
+        keep = ~nan
+        actual64, expected, error = actual64[keep], expected[keep], error[keep]
+    allowed = allowance(expected, error, actual.dtype)
+    assert_within(actual64, expected, allowed, what, offset)
 
 
 def compute_error(roundings: object, terms: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

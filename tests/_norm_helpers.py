@@ -178,16 +178,21 @@ def allowance(expected: torch.Tensor, error: torch.Tensor, dtype: torch.dtype) -
 
 
 def assert_within(
-    actual: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor, what: str
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    allowed: torch.Tensor,
+    what: str,
+    offset: int = 0,
 ) -> None:
-    """|actual - expected| <= allowed everywhere (0 where both are the same infinity)."""
+    """|actual - expected| <= allowed everywhere (0 where both are the same infinity); the
+    flat index it reports counts from offset (a piece of a larger check)."""
     diff = _difference(actual.to(expected.device), expected)
     if diff.numel() == 0:
         return
     allowed = allowed.to(diff.device).expand_as(diff)
     worst = int((diff - allowed).flatten().nan_to_num(math.inf).argmax())
     assert bool((diff <= allowed).all()), (
-        f"{what} off by {diff.flatten()[worst].item():.3g} at flat index {worst} "
+        f"{what} off by {diff.flatten()[worst].item():.3g} at flat index {offset + worst} "
         f"(allowed {allowed.flatten()[worst].item():.3g}, expected "
         f"{expected.flatten()[worst].item():.6g}, got {actual.flatten()[worst].item():.6g})"
     )
