@@ -35,6 +35,7 @@ every case's).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import random
@@ -176,14 +177,14 @@ class Cure:
     site-packages holds a case's damaged install: the printed fix runs there, as a user
     would run it, and import again."""
 
-    def __init__(self, root: Path, base_url: str) -> None:
+    def __init__(self, root: Path, base_url: str, cured: Path) -> None:
         subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
         self.root = root
         self.site = next((root / "lib").glob("python3*/site-packages"))
         (self.site / "_outer.pth").write_text(str(Path(torch.__file__).parent.parent) + "\n")
         self.index_url = f"{base_url}/whl"
         self.pypi_url = f"{base_url}/pypi"  # stands in for PyPI: the universal wheel
-        self.cured: set[tuple[str, str, str]] = set()
+        self.cured = cured  # a file per kind of case cured, shared by the session's workers
 
     @property
     def env(self) -> dict[str, str]:
@@ -215,13 +216,18 @@ class Cure:
 
     def needed(self, command: str, relative: str, how: str) -> bool:
         """Whether this case's fix still needs running: once per kind of case (the damaged
-        file's kind, how, the command with this venv's paths taken out), on each worker;
-        every case where WHEELOPS_TEST_CURE=all. A fix's text and pip's work differ only by
-        those: 312 runs cost CI 20 minutes for what 30-odd show."""
+        file's kind, how, the command with this venv's paths taken out) in the session, on
+        whichever worker meets it first; every case where WHEELOPS_TEST_CURE=all. A fix's
+        text and pip's work differ only by those: 312 runs cost CI 20 minutes for what
+        30-odd show."""
+        if os.environ.get("WHEELOPS_TEST_CURE") == "all":
+            return True
         kind = (_file_kind(relative), how, command.replace(str(self.root), "<venv>"))
-        if os.environ.get("WHEELOPS_TEST_CURE") != "all" and kind in self.cured:
+        marker = self.cured / hashlib.sha256(repr(kind).encode()).hexdigest()
+        try:
+            marker.open("x").close()
+        except FileExistsError:
             return False
-        self.cured.add(kind)
         return True
 
     def __call__(self, command: str, how_to_run: dict, pristine: Path) -> None:
@@ -260,8 +266,13 @@ def cure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cure | None]:
     if BUILD.variant not in wheelhouse_index(Path(wheelhouse), root):
         yield None
         return
+    # A pytest-xdist worker's base temp is a folder of the session's: the workers share it.
+    session = tmp_path_factory.getbasetemp()
+    session = session.parent if os.environ.get("PYTEST_XDIST_WORKER") else session
+    cured = session / "cured-kinds"
+    cured.mkdir(exist_ok=True)
     with served(root / "site") as url:
-        yield Cure(root / "venv", url)
+        yield Cure(root / "venv", url, cured)
 
 
 def printed_fix(imported: subprocess.CompletedProcess[str], doctor: str) -> str | None:
