@@ -81,10 +81,11 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
-            torches = ", ".join(v.cross_torch(platform))
+            first, *rest = v.cross_torch(platform)
+            others = f"; {', '.join(rest)}: import, doctor, loading tests" if rest else ""
             cells.append(
-                f"{platform} (cross-built here): {torches} (emulated: import, doctor, "
-                "CPU subset; no GPU)"
+                f"{platform} (cross-built here, emulated, no GPU): {first}: import, doctor, "
+                f"CPU subset{others}"
             )
     if cells and quick and build_matrix.has_cuda(v):
         cells.append("(`--quick`: one CUDA arch built, not the lists above)")

@@ -61,7 +61,8 @@ def run_cross_row(
 ) -> None:
     """A platform the variant is cross-built for here: build, repair + checks, then under
     each torch the platform is tested with, `pip install` off the loopback index into a
-    fresh emulated venv, the import check, the doctor and the CPU subset."""
+    fresh emulated venv, the import check, the doctor and the CPU subset (under the first
+    torch; the loading tests under the others: steps.emulated_tests)."""
     spec, platform = TARGETS[target]
     variant, torches = spec.name, list(spec.cross_torch(platform))
     name = f"{variant} {platform}"
@@ -77,14 +78,16 @@ def run_cross_row(
     repaired = steps.repair(session, target)
     _repaired(build_row, repaired)
     for number, torch in enumerate(torches, start=3):
-        what = "pip install off the loopback index, import, the doctor and the CPU subset"
+        tests = steps.emulated_tests(torch, torches)
+        said = "CPU subset" if tests == steps.EMULATED_SUBSET else "loading tests"
+        what = f"pip install off the loopback index, import, the doctor and the {said}"
         step(number, f"emulated: {what} under torch {torch}")
         row = RowResult(f"{name} emulated torch {torch}", repaired.name, build_row.size_mb)
         rows.append(row)
         with tempfile.TemporaryDirectory() as scratch:  # 4.6 GB under a CUDA torch
             venv = Path(scratch) / "venv"
-            steps.test_emulated(session, target, torch, steps.EMULATED_SUBSET, venv)
-        row.result = f"ok: pip took the {platform} wheel; import, doctor, CPU subset (qemu)"
+            steps.test_emulated(session, target, torch, tests, venv)
+        row.result = f"ok: pip took the {platform} wheel; import, doctor, {said} (qemu)"
     session.log(f"[{name}] row done in {time.monotonic() - started:.0f} s")
 
 

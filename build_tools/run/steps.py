@@ -58,19 +58,27 @@ DEPLOY_REQUIREMENTS = ["cmake", "ninja"]
 UV = "uv==0.13.9"
 QUICK_ARCH_LIST = "9.0"  # --quick compiles one arch: compile and link errors surface, fast
 # The CPU tests the emulated runs take (qemu-user: each test process imports torch in tens
-# of seconds, a test runs tens of times slower): the build facts, links and the library the
-# loader chose (test_build), the first-lookup hook (test_first_lookup: in-process, a tenth of
-# a second), every op's default call against eager forward and backward (test_op_catalog),
-# and two ops' whole specs (test_add, test_silu_and_mul): at least 100 op tests
-# (tests/test_cross_build.py counts them).
+# of seconds, a test runs tens of times slower). Under every torch of the platform, what
+# differs by torch: the build facts, links and the library the loader chose (test_build), the
+# first-lookup hook (test_first_lookup: in-process, a tenth of a second). Under its first
+# torch also the CPU library's ops, the same library under each torch: every op's default
+# call against eager forward and backward (test_op_catalog) and two ops' whole specs
+# (test_add, test_silu_and_mul): at least 100 op tests (tests/test_cross_build.py counts them).
 # `nox -s emulated -- ... --all` runs the whole suite.
+EMULATED_LOADING = ("tests/test_build.py", "tests/test_first_lookup.py")
 EMULATED_SUBSET = (
-    "tests/test_build.py",
-    "tests/test_first_lookup.py",
+    *EMULATED_LOADING,
     "tests/test_op_catalog.py",
     "tests/test_add.py",
     "tests/test_silu_and_mul.py",
 )
+
+
+def emulated_tests(torch: str, torches: list[str]) -> tuple[str, ...]:
+    """The emulated subset under a platform's first torch, its loading tests under the rest."""
+    return EMULATED_SUBSET if torch == torches[0] else EMULATED_LOADING
+
+
 # Each op's bound-soundness test at the GPU's largest shape (4096 x 4096, with its float64
 # reference and the bound's tightness passes: 12-18 s per dtype in CI's cells here, 1.5
 # minutes under qemu; four dtypes per op).
@@ -316,8 +324,9 @@ def emulated(session: Session) -> None:
     torches = args.torch or list(spec.cross_torch(platform))
     if not set(torches) <= set(spec.cross_torch(platform)):
         parser.error(f"{args.target} is tested with {spec.cross_torch(platform)}")
-    tests = ("tests",) if args.all else EMULATED_SUBSET
+    every = list(spec.cross_torch(platform))
     for torch in torches:
+        tests = ("tests",) if args.all else emulated_tests(torch, every)
         with tempfile.TemporaryDirectory() as scratch:  # a CUDA torch's venv: 4.6 GB
             test_emulated(session, args.target, torch, tests, Path(scratch) / "venv")
 
