@@ -1,5 +1,5 @@
 """Devices, dtypes, shapes and inputs shared by the op tests (their bounds are derived
-per op: tests/_elementwise_bounds.py says how)."""
+per op: tests/_elementwise_bounds.py says how), and the environment of a user's process."""
 
 from __future__ import annotations
 
@@ -54,3 +54,10 @@ def strided_variants(x: torch.Tensor) -> dict[str, torch.Tensor]:
         "row_padded": padded[:, 1:],
         "offset_by_one": flat[1:].view(rows, cols),  # contiguous but not 16-byte aligned
     }
+
+
+def user_env(*also_not: str) -> dict[str, str]:
+    """This process's environment as a user's process starts with it: none of our variables
+    (WHEELOPS_*), no Python ones (PYTHON*), and none starting with `also_not`."""
+    ours = ("WHEELOPS_", "PYTHON", *also_not)
+    return {k: v for k, v in os.environ.items() if not k.startswith(ours)}

@@ -118,6 +118,11 @@ class Command:
     module: str | None = None
     args: Sequence[str] = ()
 
+    @property
+    def argv(self) -> list[str]:
+        """What Python's own argv would start with: `-c code` or `-m module`."""
+        return ["-c", self.code] if self.code is not None else ["-m", str(self.module)]
+
 
 class WarmPython:
     """One server (per pytest worker and kind of start: preexec_fn, as subprocess takes it,
@@ -139,17 +144,16 @@ class WarmPython:
             requests, files = [], []
             for i, command in enumerate(commands):
                 out, err = Path(scratch) / f"{i}.out", Path(scratch) / f"{i}.err"
-                out.touch(), err.touch()
+                out.touch()
+                err.touch()
                 files.append((out, err))
-                if command.code is not None:
-                    argv, what = ["-c", command.code], {"code": command.code}
-                else:
-                    argv, what = ["-m", command.module], {"module": command.module}
+                source = command.code is not None
+                what = {"code": command.code} if source else {"module": command.module}
                 requests.append(
                     {
                         **what,
                         "args": list(command.args),
-                        "orig_argv": [sys.executable, *argv, *command.args],
+                        "orig_argv": [sys.executable, *command.argv, *command.args],
                         "cwd": str(command.cwd),
                         "env": command.env,
                         "stdout": str(out),
@@ -165,7 +169,7 @@ class WarmPython:
             codes = json.loads(reply)
             done = []
             for command, code, (out, err) in zip(commands, codes, files, strict=True):
-                argv = [sys.executable, *(["-c"] if command.code else ["-m", command.module])]
+                argv = [sys.executable, *command.argv]
                 if code is None:
                     raise subprocess.TimeoutExpired(argv, timeout, out.read_text())
                 done.append(

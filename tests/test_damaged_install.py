@@ -28,8 +28,8 @@ tests require to be an error and not a crash (docs/troubleshooting.md lists them
 
 The full matrix (every file) runs in `nox -s damage` (CI, under a CPU torch); the suite
 runs the libraries its import loads and one op module (WHEELOPS_TEST_DAMAGE=all selects
-every file). Each kind of case's fix runs once per worker (Cure.needed; WHEELOPS_TEST_CURE=all:
-every case's).
+every file). Each kind of case's fix runs once per session, on whichever pytest-xdist worker
+meets it first (Cure.needed; WHEELOPS_TEST_CURE=all: every case's).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _helpers import user_env
 from _loopback import served, wheelhouse_index
 from _warm_python import Command, WarmPython
 
@@ -188,8 +189,7 @@ class Cure:
 
     @property
     def env(self) -> dict[str, str]:
-        ours = ("WHEELOPS_", "PYTHON", "PIP_")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+        env = user_env("PIP_")
         env.update(
             PATH=f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}",
             HOME=str(self.root),
@@ -322,11 +322,6 @@ def damage(site: Path, relative: str, how: str) -> bool:
     return True
 
 
-def clean_env() -> dict[str, str]:
-    """The environment a user's process starts with: none of ours, no Python variables."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
-
-
 @pytest.fixture(scope="module")
 def warm() -> Iterator[Callable[[dict], WarmPython]]:
     """The warm Python server for a kind of start (how_to_run: as root without the
@@ -336,7 +331,7 @@ def warm() -> Iterator[Callable[[dict], WarmPython]]:
     def server(how_to_run: dict) -> WarmPython:
         key = bool(how_to_run)
         if key not in servers:
-            servers[key] = WarmPython(clean_env(), how_to_run.get("preexec_fn"))
+            servers[key] = WarmPython(user_env(), how_to_run.get("preexec_fn"))
         return servers[key]
 
     yield server
@@ -349,7 +344,7 @@ def run_both(
 ) -> tuple[subprocess.CompletedProcess[str], ...]:
     """`import wheelops` + an op, and the doctor, side by side, each in a fresh process
     forked from one that imported torch (tests/_warm_python.py)."""
-    env = clean_env()
+    env = user_env()
     env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(site))
     commands = (
         Command(site, env, code=RUN),

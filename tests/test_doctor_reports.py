@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from _checkout import checkout_copy
+from _helpers import user_env
 from _native_fixtures import installed_copy, read_facts, run_python, served_library
 
 import wheelops
@@ -38,7 +39,7 @@ def site(tmp_path: Path) -> Path:
 def run(
     python: str, site: Path, *args: str, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHEELOPS_", "PYTHON"))}
+    env = user_env()
     env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(site))
     env.update(env_extra or {})
     return subprocess.run(

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _helpers import user_env
 from _loopback import served, wheelhouse_index
 from _native_fixtures import build_broken_libraries, served_library, truncated, with_cuda_version
 
@@ -65,8 +66,7 @@ class Venv:
     def env(self) -> dict[str, str]:
         # A neutral pip (no configured extra indexes or find-links): the printed command
         # alone must find the wheel.
-        ours = ("WHEELOPS_", "PYTHON", "PIP_")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+        env = user_env("PIP_")
         env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["WHEELOPS_INDEX_URL"] = self.index_url
         env["PIP_CONFIG_FILE"] = os.devnull

@@ -19,6 +19,7 @@ from build_tools.docs import troubleshooting
 from build_tools.plan import matrix as build_matrix
 from build_tools.plan.matrix import wheels as build_wheels
 from build_tools.plan.torch_install import NEWEST
+from build_tools.run import steps
 
 REPO = ROOT
 README = REPO / "README.md"
@@ -81,12 +82,12 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
-            first, *rest = v.cross_torch(platform)
-            others = f"; {', '.join(rest)}: import, doctor, loading tests" if rest else ""
-            cells.append(
-                f"{platform} (cross-built here, emulated, no GPU): {first}: import, doctor, "
-                f"CPU subset{others}"
-            )
+            torches = v.cross_torch(platform)
+            said = {steps.EMULATED_SUBSET: "CPU subset", steps.EMULATED_LOADING: "loading tests"}
+            each = [
+                f"{t}: import, doctor, {said[steps.emulated_tests(t, torches)]}" for t in torches
+            ]
+            cells.append(f"{platform} (cross-built here, emulated, no GPU): {'; '.join(each)}")
     if cells and quick and build_matrix.has_cuda(v):
         cells.append("(`--quick`: one CUDA arch built, not the lists above)")
     return "<br>".join(cells) or "not built here"
