@@ -208,6 +208,17 @@ __device__ __forceinline__ int64_t row_vec_index(int i) {
   }
 }
 
+// Whether forward_registers_kernel loads its threads' w and b once, before the rows: where a
+// thread holds eight single elements of its row (odd or unaligned rows, one element an
+// access), whose sixteen scalar w and b loads after the two reductions were the last link of
+// the row's chain of latencies (load, reduce, reduce, load w and b, store). 1000x333 forward
+// 1.09-1.18x faster, 8192x333 1.00-1.13x (H200, bf16/fp16/fp32, both norms). Not with fewer
+// or wider loads a thread (one element: 4096x100 16-bit 2-5% slower; one 16-byte vector:
+// 4096x64 and 4096x256 16-bit 1-8% slower; float32's two: 1-3% slower; H200,
+// benchmarks/results/h200-2026-11-30-issues44-45c).
+template <int kVec, int kN>
+constexpr bool kWeightsFirst = kVec == 1 && kN == 8;
+
 // out = (x - mean) * rstd * w + b for rows held in registers; block (TX, TY).
 // kExact: every thread holds exactly kN vectors of its row (no bounds checks).
 template <typename T, int kVec, int kN, bool kCentered, bool kExact>
@@ -220,6 +231,17 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
   __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
   const int64_t vecs = cols / kVec;
   const int64_t row_step = int64_t{gridDim.x} * blockDim.y;
+  constexpr bool kFirst = kWeightsFirst<kVec, kN>;
+  Vec<T, kVec> w_first[kFirst ? kN : 1], b_first[kFirst ? kN : 1];
+  if constexpr (kFirst) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int64_t idx = row_vec_index<kExact>(i);
+      const bool in_row = kExact || idx < vecs;
+      w_first[i] = load_vec_or_zeros<T, kVec>(w, idx, w != nullptr && in_row);
+      b_first[i] = load_vec_or_zeros<T, kVec>(b, idx, b != nullptr && in_row);
+    }
+  }
   for (int64_t row0 = int64_t{blockIdx.x} * blockDim.y; row0 < rows; row0 += row_step) {
     const int64_t row = row0 + threadIdx.y;
     const bool active = row < rows;
@@ -292,8 +314,14 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
     for (int i = 0; i < kN; ++i) {
       const int64_t idx = row_vec_index<kExact>(i);
       if (kExact || idx < vecs) {
-        const Vec<T, kVec> wv = load_vec_or_zeros<T, kVec>(w, idx, w != nullptr);
-        const Vec<T, kVec> bv = load_vec_or_zeros<T, kVec>(b, idx, b != nullptr);
+        Vec<T, kVec> wv, bv;
+        if constexpr (kFirst) {
+          wv = w_first[i];
+          bv = b_first[i];
+        } else {
+          wv = load_vec_or_zeros<T, kVec>(w, idx, w != nullptr);
+          bv = load_vec_or_zeros<T, kVec>(b, idx, b != nullptr);
+        }
         Vec<T, kVec> y;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
