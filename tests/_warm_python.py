@@ -108,6 +108,10 @@ if command is not None:
 """
 
 
+# Python's flag for each kind of command.
+_FLAGS = {"code": "-c", "module": "-m"}
+
+
 @dataclass(frozen=True)
 class Command:
     """`python -c code ARGS` (code) or `python -m module ARGS` (module), run in cwd with env."""
@@ -119,9 +123,15 @@ class Command:
     args: Sequence[str] = ()
 
     @property
+    def what(self) -> dict[str, str]:
+        """What it runs, as the server takes it: {"code": code} or {"module": module}."""
+        return {"code": self.code} if self.code is not None else {"module": str(self.module)}
+
+    @property
     def argv(self) -> list[str]:
         """What Python's own argv would start with: `-c code` or `-m module`."""
-        return ["-c", self.code] if self.code is not None else ["-m", str(self.module)]
+        ((kind, value),) = self.what.items()
+        return [_FLAGS[kind], value]
 
 
 class WarmPython:
@@ -147,11 +157,9 @@ class WarmPython:
                 out.touch()
                 err.touch()
                 files.append((out, err))
-                source = command.code is not None
-                what = {"code": command.code} if source else {"module": command.module}
                 requests.append(
                     {
-                        **what,
+                        **command.what,
                         "args": list(command.args),
                         "orig_argv": [sys.executable, *command.argv, *command.args],
                         "cwd": str(command.cwd),
