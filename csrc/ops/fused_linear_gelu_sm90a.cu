@@ -163,8 +163,7 @@ bool fits(const Problem& p) {
                         aligned_16(p.bias) && aligned_16(p.out) &&
                         (p.pre == nullptr || aligned_16(p.pre));
   const int64_t tiles = ((p.m + kTileM - 1) / kTileM) * ((p.n + kTileN - 1) / kTileN);
-  const bool schedule = p.pre == nullptr || p.k <= kSm90aPingpongMaxK;  // kept: ping-pong only
-  return sizes && pointers && schedule && tiles >= kMinWaves * p.sm_count;
+  return sizes && pointers && tiles >= kMinWaves * p.sm_count;
 }
 
 bool run(const Problem& p, cudaStream_t stream) {

@@ -30,9 +30,9 @@ struct Problem {
 
 // Whether this kernel serves the problem: shapes that fit its tiles' alignment (n and k
 // multiples of 8, every pointer 16-byte aligned), sizes within int32 (CUTLASS's problem
-// shape), a bias, k <= kSm90aPingpongMaxK where the pre-activation is kept, and enough tiles
-// to fill the GPU several times over (below that, cuBLASLt's GEMM and a GELU pass are
-// faster: measured in the .cu).
+// shape), a bias, and enough tiles to fill the GPU several times over (below that, cuBLASLt's
+// GEMM and a GELU pass are faster: measured in the .cu). Which problems keep the
+// pre-activation here (k <= kSm90aPingpongMaxK) is the path rule's to say, not this one's.
 bool fits(const Problem& p);
 
 // Launch on `stream`; false (nothing launched) where CUTLASS declines the problem, so the
