@@ -215,9 +215,10 @@ __device__ __forceinline__ int64_t row_vec_index(int i) {
 // 1.09-1.18x faster, 8192x333 1.00-1.13x (H200, bf16/fp16/fp32, both norms). Not with fewer
 // or wider loads a thread (one element: 4096x100 16-bit 2-5% slower; one 16-byte vector:
 // 4096x64 and 4096x256 16-bit 1-8% slower; float32's two: 1-3% slower; H200,
-// benchmarks/results/h200-2026-11-30-issues44-45c).
-template <int kVec, int kN>
-constexpr bool kWeightsFirst = kVec == 1 && kN == 8;
+// benchmarks/results/h200-2026-11-30-issues44-45c). Not for float64, whose sixteen w and b
+// registers spilled (cuobjdump: 112 bytes of stack in layer_norm, 64 in rms_norm).
+template <typename T, int kVec, int kN>
+constexpr bool kWeightsFirst = kVec == 1 && kN == 8 && sizeof(T) < 8;
 
 // out = (x - mean) * rstd * w + b for rows held in registers; block (TX, TY).
 // kExact: every thread holds exactly kN vectors of its row (no bounds checks).
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
   __shared__ A scratch[kMaxGroups * 2 * kWarpSize];
   const int64_t vecs = cols / kVec;
   const int64_t row_step = int64_t{gridDim.x} * blockDim.y;
-  constexpr bool kFirst = kWeightsFirst<kVec, kN>;
+  constexpr bool kFirst = kWeightsFirst<T, kVec, kN>;
   Vec<T, kVec> w_first[kFirst ? kN : 1], b_first[kFirst ? kN : 1];
   if constexpr (kFirst) {
 #pragma unroll
@@ -834,6 +835,25 @@ inline RowConfig pick_row_config(int64_t vecs, const Allowed& allowed) {
   return {n, static_cast<int>(threads > kWarpSize ? threads : kWarpSize)};
 }
 
+// The forward's: one warp a row wherever an allowed n fits the whole row in one warp (the
+// smallest such n), so its reductions need no block barrier or shared memory; otherwise
+// pick_row_config's. Where that changes the launch (rows that took two to four warps: 33-255
+// single elements; 16-bit rows of 264-1016 columns, float32 of 260-1020, but 512), 4096 and
+// 8192 rows ran 1.00-1.53x faster (H200: 4096x100 bf16 layer_norm 10.02 -> 6.67 us, 4096x768
+// 1.08-1.32x). 1000 rows give the GPU under eight warps an SM, too few to hide a thread's
+// longer chain of loads: 1000x100 0.91-0.98x, 1000x255 0.98-1.15x
+// (benchmarks/results/h200-2026-11-30-issue45-rows). Twelve single elements a thread, for rows
+// of 257-384, were not taken: with w and b loaded first the kernel spilled, and without them
+// 1000x333 ran 0.7x.
+inline RowConfig pick_forward_row_config(int64_t vecs, const Allowed& allowed) {
+  for (int k = 0; k < allowed.count; ++k) {
+    if (vecs <= int64_t{allowed.n[k]} * kWarpSize) {
+      return {allowed.n[k], kWarpSize};
+    }
+  }
+  return pick_row_config(vecs, allowed);
+}
+
 // fn(std::integral_constant<int, n>) for n, one of allowed_n's values.
 template <typename T, int kVec, bool kBackward, typename Fn>
 void dispatch_n(int n, Fn&& fn) {
@@ -867,7 +887,7 @@ void launch_forward(
   using A = acc_type<T>;
   const int64_t vecs = shape.cols / kVec;
   const int64_t sms = cuda::multiprocessor_count(device);
-  const RowConfig cfg = pick_row_config(vecs, allowed_n<T, kVec, false>());
+  const RowConfig cfg = pick_forward_row_config(vecs, allowed_n<T, kVec, false>());
   if (cfg.n == 0) {
     const int threads = long_row_threads(vecs);
     const unsigned int grid = capped_grid(shape.rows, sms * (2048 / threads) * 8);
