@@ -108,10 +108,6 @@ if command is not None:
 """
 
 
-# Python's flag for each kind of command.
-_FLAGS = {"code": "-c", "module": "-m"}
-
-
 @dataclass(frozen=True)
 class Command:
     """`python -c code ARGS` (code) or `python -m module ARGS` (module), run in cwd with env."""
@@ -130,8 +126,7 @@ class Command:
     @property
     def argv(self) -> list[str]:
         """What Python's own argv would start with: `-c code` or `-m module`."""
-        ((kind, value),) = self.what.items()
-        return [_FLAGS[kind], value]
+        return ["-c", self.code] if self.code is not None else ["-m", str(self.module)]
 
 
 class WarmPython:
