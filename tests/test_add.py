@@ -121,6 +121,25 @@ def test_more_than_2_pow_31_elements():
     assert out[-5:].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
 
 
+@pytest.mark.gpu
+@pytest.mark.huge
+@pytest.mark.parametrize(
+    ("n", "offset"),
+    [(2**30 - 3, 0), (2**30, 1)],
+    ids=["vectors-and-tail", "unaligned-scalar"],
+)
+def test_the_largest_32_bit_indexed_launches(n: int, offset: int):
+    """Up to 2**30 elements the elementwise kernel indexes in 32 bits (vectorized.cuh):
+    its largest launches, vectorized with a scalar tail and unaligned (a view at element 1)."""
+    a = torch.ones(n + offset, dtype=torch.bfloat16, device="cuda")[offset:]
+    a[-5:] = torch.arange(5, dtype=torch.bfloat16, device="cuda")
+    b = torch.full((n + offset,), 2.0, dtype=torch.bfloat16, device="cuda")[offset:]
+    out = wheelops.add(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(out[: n - 5], torch.full_like(out[: n - 5], 3.0))
+    assert out[-5:].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
+
+
 # ---------------------------------------------------------------------------
 # Properties (hypothesis; the profile in tests/conftest.py sets how many examples)
 

@@ -1,7 +1,7 @@
 // Elementwise CUDA loops: 128-bit vectorized loads and stores when every
 // pointer is 16-byte aligned, a scalar loop for the tail and for unaligned
-// views (e.g. a slice starting at element 1). Indices are int64 throughout, so
-// tensors over 2**31 elements are fine.
+// views (e.g. a slice starting at element 1). Indices are 32-bit up to 2**30
+// elements and int64 beyond, so tensors over 2**31 elements are fine.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,26 +68,36 @@ __device__ __forceinline__ T apply_at(
   return static_cast<T>(op(static_cast<A>(x[I].val[j])...));
 }
 
-// Vectors each thread loads before it computes any: one 16-byte load per input
-// at a time left an H100 at 87% of DRAM bandwidth where torch's elementwise
-// kernels reach 90% (ncu, 8192 x 8192 float32 add); four in flight close the gap.
-constexpr int kUnroll = 4;
+// The launch shape, measured on an H200 (benchmarks/results/h200-2026-11-30-issue43-add):
+// 128-thread blocks of two vectors a thread, as torch's own elementwise kernels, with 32-bit
+// indices. Against 256-thread blocks of four vectors a thread with 64-bit indices (float32 add
+// 56 registers, bf16 95; the SMs held half or a third of torch's warps), add went from
+// 0.84-1.00x torch.add to 0.95-1.00x (64K to 64M elements) and relu_scale ran 1.01-1.05x
+// faster. 32-bit indices alone changed nothing measurable, and register bounds
+// (__launch_bounds__ minimums that cap it at 32 or 40 registers) spilled and ran up to 4x
+// slower.
+constexpr int kElementwiseThreads = 128;
+constexpr int kUnroll = 2;
+// Up to here the indices of a one-pass grid, and the vector one tile past the last, fit in
+// int32 with room to spare.
+constexpr int64_t kMaxInt32Elements = int64_t{1} << 30;
 
 // out[i] = op(in[0][i], ..., in[K-1][i]), computed in acc_type<T>. Blocks walk
-// tiles of blockDim.x * kUnroll vectors (one tile per block, a grid-stride loop
-// beyond CUDA's grid limit); in a tile, thread t takes vectors t, t + blockDim.x,
-// ... so each load of a warp is contiguous.
-template <typename T, int kVec, int K, typename Op>
-__global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t n, Op op) {
+// tiles of kElementwiseThreads * kUnroll vectors (one tile per block, a grid-stride
+// loop beyond CUDA's grid limit); in a tile, thread t takes vectors t, t + kElementwiseThreads,
+// ... so each load of a warp is contiguous. Index: int32_t up to kMaxInt32Elements, else int64_t.
+template <typename Index, typename T, int kVec, int K, typename Op>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, Index n, Op op) {
   using Seq = std::make_index_sequence<K>;
-  const int64_t n_vec = n / kVec;
-  const int64_t tile = int64_t{blockDim.x} * kUnroll;
-  for (int64_t base = int64_t{blockIdx.x} * tile + threadIdx.x; base < n_vec;
-       base += tile * gridDim.x) {
+  constexpr Index kTile = Index{kElementwiseThreads} * kUnroll;
+  const Index n_vec = n / kVec;
+  for (Index base = Index(blockIdx.x) * kTile + Index(threadIdx.x); base < n_vec;
+       base += kTile * Index(gridDim.x)) {
     Vec<T, kVec> x[kUnroll][K];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = base + int64_t{u} * blockDim.x;
+      const Index v = base + Index{u} * kElementwiseThreads;
       if (v < n_vec) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -97,7 +107,7 @@ __global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = base + int64_t{u} * blockDim.x;
+      const Index v = base + Index{u} * kElementwiseThreads;
       if (v < n_vec) {
         Vec<T, kVec> r;
 #pragma unroll
@@ -109,9 +119,9 @@ __global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t
     }
   }
   // Tail: the last n % kVec elements (none when kVec == 1).
-  const int64_t stride = int64_t{blockDim.x} * gridDim.x;
-  for (int64_t i = n_vec * kVec + int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  const Index stride = Index{kElementwiseThreads} * Index(gridDim.x);
+  for (Index i = n_vec * kVec + Index(blockIdx.x) * kElementwiseThreads + Index(threadIdx.x);
+       i < n; i += stride) {
     Vec<T, 1> x[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -119,6 +129,14 @@ __global__ void elementwise_kernel(T* __restrict__ out, Inputs<T, K> in, int64_t
     }
     out[i] = apply_at<T, 1, K>(op, x, 0, Seq{});
   }
+}
+
+template <typename Index, typename T, int kVec, int K, typename Op>
+void launch_elementwise_kernel(T* out, Inputs<T, K> in, int64_t n, Op op, cudaStream_t stream) {
+  const unsigned int blocks =
+      one_pass_grid((n / kVec + kUnroll - 1) / kUnroll, kElementwiseThreads);
+  elementwise_kernel<Index, T, kVec, K, Op>
+      <<<blocks, kElementwiseThreads, 0, stream>>>(out, in, static_cast<Index>(n), op);
 }
 
 template <typename T, int K, typename Op>
@@ -131,14 +149,17 @@ void launch_elementwise(
   for (int k = 0; k < K; ++k) {
     aligned = aligned && is_aligned_16(in.ptr[k]);
   }
-  constexpr int kThreads = 256;
-  if (aligned) {
-    constexpr int kVec = kVecSize<T>;
-    const unsigned int blocks = one_pass_grid((n / kVec + kUnroll - 1) / kUnroll, kThreads);
-    elementwise_kernel<T, kVec, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
+  constexpr int kVec = kVecSize<T>;
+  if (n <= kMaxInt32Elements) {
+    if (aligned) {
+      launch_elementwise_kernel<int32_t, T, kVec, K>(out, in, n, op, stream);
+    } else {
+      launch_elementwise_kernel<int32_t, T, 1, K>(out, in, n, op, stream);
+    }
+  } else if (aligned) {
+    launch_elementwise_kernel<int64_t, T, kVec, K>(out, in, n, op, stream);
   } else {
-    const unsigned int blocks = one_pass_grid((n + kUnroll - 1) / kUnroll, kThreads);
-    elementwise_kernel<T, 1, K, Op><<<blocks, kThreads, 0, stream>>>(out, in, n, op);
+    launch_elementwise_kernel<int64_t, T, 1, K>(out, in, n, op, stream);
   }
   WHEELOPS_CHECK_LAUNCH(op_name);
 }
