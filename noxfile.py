@@ -122,7 +122,7 @@ def deploy(session: nox.Session) -> None:
         with tempfile.TemporaryDirectory() as scratch:
             venv = steps.new_venv(session, Path(scratch) / "venv")
             steps.install_torch(session, venv, "cpu", CPU_TORCH)
-            steps.pip(session, venv, *steps.DEPLOY_REQUIREMENTS)
+            steps.install_requirements(session, venv, *steps.DEPLOY_REQUIREMENTS)
             steps.pip(session, venv, "--no-deps", str(wheel))
             example = [
                 str(ROOT / "examples" / "deploy" / "run_example.py"),

@@ -23,7 +23,7 @@ from _loopback import served
 import wheelops
 from build_tools.package import index, relabel
 from build_tools.package.wheel_files import parse, size_table
-from build_tools.plan import build_env, torch_install, version
+from build_tools.plan import build_env, installer, torch_install, version
 from build_tools.plan import matrix as build_matrix
 
 TAGS = "cp310-abi3-manylinux_2_28_x86_64"
@@ -190,6 +190,22 @@ def test_torch_install_verify(build, requirement, found, problem):
         assert re.search(problem, result or "")
 
 
+def test_installer_gives_uv_the_find_links_pip_is_configured_with(tmp_path, monkeypatch):
+    # uv reads no pip configuration: a torch kept on disk (a +cpu build PyPI lacks) must
+    # still be found; the newest torch's install reads none of it (pip_config=False).
+    config = tmp_path / "pip.conf"
+    config.write_text("[global]\nfind-links = /a/wheels /b/wheels\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.setenv("PIP_FIND_LINKS", "/a/wheels")
+    python, wanted = sys.executable, ["torch==2.13.0+cpu"]
+    links = ["--find-links", "/a/wheels", "--find-links", "/b/wheels"]
+    uv_pip = ["/u/uv", "pip", "install", "--python", python, "--no-cache"]
+    assert installer.command(python, wanted, "/u/uv", pip_config=True) == [*uv_pip, *links, *wanted]
+    assert installer.command(python, wanted, "/u/uv", pip_config=False) == [*uv_pip, *wanted]
+    pip = [python, "-m", "pip", "install", *wanted]
+    assert installer.command(python, wanted, None, pip_config=True) == pip
+
+
 def test_newest_torch_is_pypis_latest_release(tmp_path, monkeypatch):
     # matrix.json's "newest": PyPI's JSON API names its latest release (no pre-release).
     page = tmp_path / "torch.json"
@@ -216,7 +232,7 @@ def test_version_label_is_the_variant(monkeypatch):
 
 def test_cuda_12_builds_are_refused_outside_their_image(monkeypatch):
     monkeypatch.delenv(build_env.IMAGE_VARIANT_ENV, raising=False)
-    monkeypatch.setattr(build_env, "_pip", lambda *a: pytest.fail("must refuse before pip"))
+    monkeypatch.setattr(installer, "install", lambda *a: pytest.fail("must refuse before pip"))
     image = build_matrix.load().image("cu126", build_matrix.this_platform())
     with pytest.raises(SystemExit) as refused:
         build_env.prepare("cu126")

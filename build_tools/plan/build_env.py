@@ -17,23 +17,17 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
-import subprocess
 import sys
 
 from build_tools.compile import cutlass
+from build_tools.plan import installer, torch_install
 from build_tools.plan import matrix as build_matrix
-from build_tools.plan import torch_install
 
 # cublas: the headers and libcublasLt.so.13 fused_linear_gelu links (the cuBLAS torch's own
 # cuda-toolkit pin already installs, so nothing new is downloaded).
 TOOLKIT_COMPONENTS = "nvcc,cudart,crt,nvvm,cccl,cublas"
 BUILD_REQUIREMENTS = ["setuptools>=77", "wheel", "packaging"]
 IMAGE_VARIANT_ENV = "WHEELOPS_IMAGE_VARIANT"  # set by docker/Dockerfile
-
-
-def _pip(*args: str) -> None:
-    print("+ pip install", " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", *args], check=True)
 
 
 def _toolkit_pin() -> str | None:
@@ -80,7 +74,7 @@ def prepare(name: str) -> None:
         return
     if variant.toolkit_source == "image" and os.environ.get(IMAGE_VARIANT_ENV) != variant.name:
         raise SystemExit(refusal(variant, matrix))
-    _pip(*BUILD_REQUIREMENTS)
+    installer.install(*BUILD_REQUIREMENTS)
     # CUDA 13: the default registry's torch is that build (PyPI's default); checked there.
     version, cuda = torch_install.install(
         variant.name, variant.build_torch, default_registry=variant.toolkit_source == "pypi"
@@ -94,9 +88,11 @@ def prepare(name: str) -> None:
                 f"torch {version} pins cuda-toolkit {pin}, the matrix says {variant.name} "
                 f"uses {variant.toolkit}: make them agree in src/wheelops/matrix.json"
             )
-        _pip(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={variant.toolkit}")
-    if variant.toolkit:  # the sm_90a kernels' headers only (build_tools/compile/cutlass.py): its
-        _pip("--no-deps", cutlass.REQUIREMENT)  # Python side's needs would change the build's
+        installer.install(f"cuda-toolkit[{TOOLKIT_COMPONENTS}]=={variant.toolkit}")
+    # The sm_90a kernels' headers only (build_tools/compile/cutlass.py): --no-deps, for its
+    # Python side's needs would change the build's.
+    if variant.toolkit:
+        installer.install("--no-deps", cutlass.REQUIREMENT)
     print(
         f"build environment for {variant.name}: torch {version} (CUDA {cuda}), toolkit "
         f"{variant.toolkit} from {variant.toolkit_source}; setuptools "

@@ -10,9 +10,9 @@ cu130 cell can run there while a cu126 cell cannot.
 
 torch "newest" (matrix.json's quick_torch of the universal row) is the newest torch
 release on PyPI when the run starts (PyPI's JSON API), so CI meets each new torch the
-day it comes out. It is installed from PyPI with pip's configuration files left unread
-(PIP_CONFIG_FILE=os.devnull, for that one command): a machine's constraint file capping
-torch at the releases it keeps on disk would otherwise install an older one.
+day it comes out. It is installed from PyPI with pip's configuration left unread
+(build_tools/plan/installer.py): a machine's constraint file capping torch at the releases
+it keeps on disk would otherwise install an older one.
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def install(variant: str, torch: str, default_registry: bool = False) -> tuple[s
     import subprocess
     import sys
 
+    from build_tools.plan import installer
     from build_tools.plan import matrix as build_matrix
 
     matrix = build_matrix.load()
@@ -137,13 +138,10 @@ def install(variant: str, torch: str, default_registry: bool = False) -> tuple[s
     if default_registry:
         chosen = TorchInstall(f"torch=={torch}", None, variant)
     where = chosen.index_url or "the default registry (PyTorch's index is not reachable)"
-    env = None
     if newest:
         where += ", the newest torch on PyPI, pip's configuration files not read"
-        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
     print(f"torch for {variant}/{torch}: {chosen.requirement} from {where}", flush=True)
-    pip = [sys.executable, "-m", "pip", "install", *chosen.pip_args()]
-    subprocess.run(pip, check=True, env=env)
+    installer.install(*chosen.pip_args(), pip_config=not newest)
     code = "import json, torch; print(json.dumps([torch.__version__, torch.version.cuda]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     version, cuda = json.loads(out.stdout.strip().splitlines()[-1])

@@ -22,6 +22,7 @@ from build_tools import ROOT
 from build_tools.compile.build_facts import git_commit
 from build_tools.package import index, sbom, wheel_files
 from build_tools.package.repair import ABI_AUDIT_REQUIREMENT
+from build_tools.plan import installer
 from build_tools.plan import matrix as build_matrix
 from build_tools.plan.cuda_toolkit import CUOBJDUMP_REQUIREMENT
 
@@ -163,11 +164,26 @@ def pip(session: Session, venv: Path | None, *args: str) -> None:
     session.run(_python(venv), "-m", "pip", "install", *args, external=venv is not None)
 
 
+def with_uv(session: Session) -> dict[str, str]:
+    """The environment in which build_tools installs with uv (build_tools/plan/installer.py:
+    a CUDA torch in a third of pip's time), installing uv into the session first."""
+    uv = Path(session.bin) / "uv"
+    if not uv.exists():
+        session.install(UV)
+    return {installer.UV_ENV: str(uv)}
+
+
+def install_requirements(session: Session, venv: Path, *requirements: str) -> None:
+    session.chdir(ROOT)  # build_tools runs one way: python -m, from the checkout's root
+    command = ["-m", "build_tools.plan.installer", *requirements]
+    session.run(_python(venv), *command, env=with_uv(session), external=True)
+
+
 def install_torch(session: Session, venv: Path | None, variant: str, torch: str) -> None:
     """Install the cell's torch and check it is that one (build_tools/plan/torch_install.py)."""
-    session.chdir(ROOT)  # build_tools runs one way: python -m, from the checkout's root
+    session.chdir(ROOT)
     command = ["-m", "build_tools.plan.torch_install", variant, torch]
-    session.run(_python(venv), *command, external=venv is not None)
+    session.run(_python(venv), *command, env=with_uv(session), external=venv is not None)
 
 
 def build_wheel(session: Session, name: str, arch_list: str | None) -> Path:
@@ -175,7 +191,7 @@ def build_wheel(session: Session, name: str, arch_list: str | None) -> Path:
     dist/<name>/."""
     variant, platform = TARGETS[name]
     # The same preparation as cibuildwheel's before-build: torch + the exact toolkit.
-    session.run("python", "-m", "build_tools.plan.build_env", variant.name)
+    session.run("python", "-m", "build_tools.plan.build_env", variant.name, env=with_uv(session))
     env = {"WHEELOPS_VARIANT": variant.name, "WHEELOPS_GIT_COMMIT": git_commit()}
     if platform != build_matrix.this_platform():
         # The cross compiler and the platform's pinned torch and CUDA runtime, fetched now.
@@ -252,7 +268,7 @@ def test_wheel(
     the install) are made once. `slow` False: without the tests marked slow. `keyword`:
     pytest's -k expression."""
     install_torch(session, venv, variant, torch)
-    pip(session, venv, *TEST_REQUIREMENTS)
+    install_requirements(session, venv, *TEST_REQUIREMENTS)
     pip(session, venv, "--no-deps", "--force-reinstall", str(installed_wheel(variant)))
     gpu_free = torch.endswith("+cpu")
     markers = [*(["not gpu"] if gpu_free else []), *([] if slow else ["not slow"])]
@@ -370,7 +386,7 @@ def install_from_index(session: Session, variant: str, torch: str, venv: Path) -
         with outside_checkout(session):
             session.run(python, "-c", check, external=True)
             # uv, too: its resolver reads the same PEP 503 pages its own way.
-            session.install(UV)
-            uv_install = ["uv", "pip", "install", "--python", python, "--reinstall", "--no-deps"]
+            uv = with_uv(session)[installer.UV_ENV]
+            uv_install = [uv, "pip", "install", "--python", python, "--reinstall", "--no-deps"]
             session.run(*uv_install, *from_index, env={"UV_NO_CONFIG": "1"})
             session.run(python, "-c", check, external=True)
