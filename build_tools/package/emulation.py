@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from build_tools.plan import debian_packages
+from build_tools.plan import debian_packages, installer
 from build_tools.plan.cross_target import PIP_PLATFORMS, compiler
 from build_tools.plan.cuda12_toolkit import cache_dir, deb_data
 from build_tools.plan.cuda_toolkit import ToolkitError
@@ -50,6 +50,7 @@ DEBIAN_SKIP = (
     "mime-support",
     "media-types",
 )
+UV_PLATFORMS = {"aarch64": "aarch64-manylinux_2_28"}  # uv's name for PIP_PLATFORMS' newest
 QEMU_DEB = "qemu-user-static"  # fetched the same way (amd64) where no qemu is installed
 # What torch's runtime needs beyond the torch wheel, per release (torch's own pins, for
 # this platform). The CUDA 13 build links its NVIDIA libraries; the CPU build nothing.
@@ -73,8 +74,9 @@ TORCH_RUNTIME = {
     ],
     "2.10.0": [],
 }
-# libtorch_cpu of the CUDA build links libcupti.so.13 (its profiler). Where the index has
-# no aarch64 nvidia-cuda-cupti (this machine's has none), a stand-in library exporting
+# libtorch_cpu of the CUDA build links libcupti.so.13 (its profiler). Where no aarch64
+# nvidia-cuda-cupti installs (PyPI's is tagged manylinux_2_25, which uv's aarch64-manylinux_2_28
+# takes and pip's PIP_PLATFORMS list does not), a stand-in library exporting
 # the symbols torch links, each failing (CUPTI_ERROR_NOT_INITIALIZED), takes its place:
 # enough to import torch; profiling is not part of what the emulated runs test.
 CUPTI = ("nvidia-cuda-cupti==13.0.85", "libcupti.so.13")
@@ -172,15 +174,24 @@ def site_packages(venv: Path) -> Path:
     return venv / "lib" / f"python{PYTHON}" / "site-packages"
 
 
-def pip_install(machine: str, venv: Path, *args: str) -> None:
-    """pip install (this host's pip) into the emulated venv, for its platform."""
-    platforms = [f"--platform={p}" for p in PIP_PLATFORMS[machine]]
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--only-binary=:all:"]
-    interpreter = [f"--python-version={PYTHON}", "--implementation=cp"]
-    target = ["--target", str(site_packages(venv)), "--upgrade"]
-    command = [*pip, *platforms, *interpreter, *target, *args]
-    print("+ pip install (emulated", machine + ")", " ".join(args), flush=True)
-    subprocess.run(command, check=True)
+def pip_install(machine: str, venv: Path, *args: str, isolated: bool = False) -> None:
+    """Install into the emulated venv, for its platform, from this host: with the uv a nox
+    session names (build_tools/plan/installer.py: a CUDA torch's runtime in a third of
+    pip's time), else with this host's pip. `isolated`: no configuration is read."""
+    target = str(site_packages(venv))
+    uv = os.environ.get(installer.UV_ENV)
+    if uv:
+        platform = ["--python-platform", UV_PLATFORMS[machine], "--python-version", PYTHON]
+        command = [uv, "pip", "install", "--quiet", "--no-cache", "--only-binary", ":all:"]
+        command += [*platform, "--target", target, *args]
+    else:
+        platforms = [f"--platform={p}" for p in PIP_PLATFORMS[machine]]
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--only-binary=:all:"]
+        interpreter = [f"--python-version={PYTHON}", "--implementation=cp"]
+        command = [*pip, *(["--isolated"] if isolated else []), *platforms, *interpreter]
+        command += ["--target", target, "--upgrade", *args]
+    print(f"+ {'uv pip' if uv else 'pip'} install (emulated {machine})", " ".join(args), flush=True)
+    subprocess.run(command, check=True, env={**os.environ, "UV_NO_CONFIG": "1"})
 
 
 def _cupti_stand_in(machine: str, venv: Path, torch_lib: Path) -> Path:
@@ -249,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             pip_install(args.machine, venv, "--no-deps", str(args.wheel))
         if args.index_url:  # --isolated: pip's configuration must not supply wheelops
             from_index = ["--index-url", args.index_url, "wheelops"]
-            pip_install(args.machine, venv, "--isolated", "--no-deps", *from_index)
+            pip_install(args.machine, venv, "--no-deps", *from_index, isolated=True)
     except ToolkitError as err:
         raise SystemExit(f"wheelops emulation: {err}") from None
     print(f"emulated {args.machine} venv: {venv / 'bin' / 'python'}")

@@ -292,7 +292,7 @@ def emulated_venv(session: Session, platform: str, torch: str, where: Path, *ins
     `install` (emulation.py's options: --wheel W, --index-url U, --with REQ...)."""
     session.chdir(ROOT)
     command = ["-m", "build_tools.package.emulation", "venv", platform, str(where)]
-    session.run("python", *command, "--torch", torch, *install)
+    session.run("python", *command, "--torch", torch, *install, env=with_uv(session))
     return where / "bin" / "python"
 
 
