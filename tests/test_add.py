@@ -110,27 +110,15 @@ def test_mixed_devices_rejected():
 
 @pytest.mark.gpu
 @pytest.mark.huge
-def test_more_than_2_pow_31_elements():
-    n = 2**31 + 1027  # past int32 indexing, and not a multiple of the vector width
-    a = torch.ones(n, dtype=torch.bfloat16, device="cuda")
-    a[-5:] = torch.arange(5, dtype=torch.bfloat16, device="cuda")
-    b = torch.full((n,), 2.0, dtype=torch.bfloat16, device="cuda")
-    out = wheelops.add(a, b)
-    torch.cuda.synchronize()
-    assert torch.equal(out[: n - 5], torch.full_like(out[: n - 5], 3.0))
-    assert out[-5:].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
-
-
-@pytest.mark.gpu
-@pytest.mark.huge
 @pytest.mark.parametrize(
     ("n", "offset"),
-    [(2**30 - 3, 0), (2**30, 1)],
-    ids=["vectors-and-tail", "unaligned-scalar"],
+    [(2**31 + 1027, 0), (2**30 - 3, 0), (2**30, 1)],
+    ids=["int64-indexed", "largest-32-bit-vectors-and-tail", "largest-32-bit-unaligned"],
 )
-def test_the_largest_32_bit_indexed_launches(n: int, offset: int):
-    """Up to 2**30 elements the elementwise kernel indexes in 32 bits (vectorized.cuh):
-    its largest launches, vectorized with a scalar tail and unaligned (a view at element 1)."""
+def test_more_than_2_pow_31_elements(n: int, offset: int):
+    """Past int32 indexing (not a multiple of the vector width), and the elementwise
+    kernel's largest 32-bit-indexed launches (up to 2**30 elements, vectorized.cuh):
+    vectorized with a scalar tail, and unaligned (a view at element 1: the scalar kernel)."""
     a = torch.ones(n + offset, dtype=torch.bfloat16, device="cuda")[offset:]
     a[-5:] = torch.arange(5, dtype=torch.bfloat16, device="cuda")
     b = torch.full((n + offset,), 2.0, dtype=torch.bfloat16, device="cuda")[offset:]
