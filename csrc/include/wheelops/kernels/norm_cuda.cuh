@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
     // kAsAcc: (d - correction) * rstd as one multiply-add, d * rstd - correction * rstd; the
     // correction is the second pass's tiny residue of the mean, so its product rounds away
     // nothing the output keeps, and an add an element fewer is issued.
-    const A centre = -correction * rstd;
+    const A correction_term = -correction * rstd;
     T* outr = out + row * cols;
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(kMaxThreads) forward_registers_kernel(
         for (int j = 0; j < kVec; ++j) {
           A r;
           if constexpr (kAsAcc) {
-            r = fmaf(d[i][j], rstd, centre);
+            r = fmaf(d[i][j], rstd, correction_term);
           } else {
             r = ((static_cast<A>(v[i].val[j]) - shift) - offset) * rstd;
           }
