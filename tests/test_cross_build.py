@@ -49,6 +49,11 @@ def test_the_cross_entries_agree_with_the_matrix():
         torches = variant.cross_torch(platform)
         assert torches and set(torches) <= set(variant.torch)
         assert set(torches) <= set(emulation.TORCH_RUNTIME)
+        # A quick row emulates the newest alone (its CUDA build), with the CPU subset.
+        newest = max(torches, key=lambda t: tuple(int(p) for p in t.split(".")))
+        assert steps.emulated_torches(torches, quick=True) == [newest]
+        assert steps.emulated_torches(torches, quick=False) == list(torches)
+        assert steps.emulated_tests(newest, [newest]) == steps.EMULATED_SUBSET
 
 
 def test_a_cross_platform_is_built_on_x86_64_in_the_release_workflow():
@@ -212,6 +217,9 @@ def test_only_a_cuda_wheels_own_files_cell_leaves_the_largest_shape_bounds_out()
     assert e2e_rows.keyword_of_cell("universal", own) == steps.NOT_LARGEST_SHAPE_BOUNDS
     assert e2e_rows.keyword_of_cell("cpu", own) is None
     assert e2e_rows.keyword_of_cell("universal", ("tests",)) is None
+    beside = e2e_rows.keyword_of_cell("universal", ("tests",), beside_wheel_tests=True)
+    assert beside == e2e_rows.CURED_IN_THE_WHEEL_TESTS_CELL
+    assert "def test_" in (REPO / "tests" / "test_fixes_cure.py").read_text()
     assert steps.NOT_LARGEST_SHAPE_BOUNDS.startswith("not ")
     left_out = steps.NOT_LARGEST_SHAPE_BOUNDS.removeprefix("not ")
     source = (REPO / "tests" / "test_add.py").read_text()

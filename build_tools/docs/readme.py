@@ -82,7 +82,7 @@ def tested_here(matrix: build_matrix.Matrix, v: build_matrix.Variant) -> str:
         cells.append(f"{build_matrix.this_platform()}: {', '.join(torches)} ({what})")
     for platform in v.cross:
         if f"{v.name}-{platform}" in rows:
-            torches = v.cross_torch(platform)
+            torches = steps.emulated_torches(v.cross_torch(platform), quick)
             said = {steps.EMULATED_SUBSET: "CPU subset", steps.EMULATED_LOADING: "loading tests"}
             each = [
                 f"{t}: import, doctor, {said[steps.emulated_tests(t, torches)]}" for t in torches

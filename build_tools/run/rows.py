@@ -60,11 +60,11 @@ def run_cross_row(
     session: Session, target: str, args: argparse.Namespace, rows: list[RowResult]
 ) -> None:
     """A platform the variant is cross-built for here: build, repair + checks, then under
-    each torch the platform is tested with, `pip install` off the loopback index into a
+    torch it runs (steps.emulated_torches), `pip install` off the loopback index into a
     fresh emulated venv, the import check, the doctor and the CPU subset (under the first
     torch; the loading tests under the others: steps.emulated_tests)."""
     spec, platform = TARGETS[target]
-    variant, torches = spec.name, list(spec.cross_torch(platform))
+    variant, torches = spec.name, steps.emulated_torches(spec.cross_torch(platform), args.quick)
     name = f"{variant} {platform}"
     build_row = RowResult(f"{name} build ({args.arch_list or 'the matrix arch lists'})")
     rows.append(build_row)
@@ -102,13 +102,24 @@ def tests_of_cell(variant: str, torch: str, args: argparse.Namespace) -> tuple[s
     return build_matrix.WHEEL_TESTS if args.quick and cpu_only and cuda_rows else ("tests",)
 
 
-def keyword_of_cell(variant: str, tests: tuple[str, ...]) -> str | None:
+# The printed fixes are run (tests/test_fixes_cure.py) in a quick row's WHEEL_TESTS cell:
+# each is a pip command, run the same way whatever torch's CUDA. A suite cell beside it
+# keeps the faults only a CUDA torch prints (their ids name CUDA): 150 worker-seconds less.
+CURED_IN_THE_WHEEL_TESTS_CELL = "not test_fixes_cure or cuda"
+
+
+def keyword_of_cell(
+    variant: str, tests: tuple[str, ...], beside_wheel_tests: bool = False
+) -> str | None:
     """What a cell leaves out by name: a CUDA wheel's cell of WHEEL_TESTS (under a CPU-only
     torch) loads the very CPU library that the row's CUDA torches' cells (no GPU here) put
     through the suite, its largest-shape bound tests included: the same library file on
     the same CPU, 50 worker-seconds of CI for nothing. The cpu row's cell, its wheel's only one,
-    keeps them."""
-    own_files = tests != ("tests",) and build_matrix.has_cuda(MATRIX.variant(variant))
+    keeps them. A suite cell `beside_wheel_tests` (a cell of the row runs WHEEL_TESTS) leaves
+    the printed fixes to that cell."""
+    if tests == ("tests",):
+        return CURED_IN_THE_WHEEL_TESTS_CELL if beside_wheel_tests else None
+    own_files = build_matrix.has_cuda(MATRIX.variant(variant))
     return steps.NOT_LARGEST_SHAPE_BOUNDS if own_files else None
 
 
@@ -142,6 +153,7 @@ def run_row(
     # A quick row runs the suite's slow tests (compiles, AOTInductor packages, dev builds)
     # in one cell: under the newest torch, where they break first; else its first.
     slow_cell = NEWEST if NEWEST in torches else torches[0]
+    wheel_tests = any(tests_of_cell(variant, t, args) != ("tests",) for t in torches)
     for number, torch in enumerate(torches, start=3):
         tests = tests_of_cell(variant, torch, args)
         step(number, f"test_wheel: {' '.join(tests)} under torch {torch} in a fresh venv")
@@ -151,7 +163,7 @@ def run_row(
         with tempfile.TemporaryDirectory() as scratch:
             venv = steps.new_venv(session, Path(scratch) / "venv")
             slow = not args.quick or torch == slow_cell or tests != ("tests",)
-            keyword = keyword_of_cell(variant, tests)
+            keyword = keyword_of_cell(variant, tests, beside_wheel_tests=wheel_tests)
             steps.test_wheel(session, variant, torch, venv, tests, slow=slow, keyword=keyword)
         row.result = "ok: suite passed" if tests == ("tests",) else "ok: its own tests passed"
     step(steps_in_row, "index: generate, serve on 127.0.0.1, pip install into a fresh venv")

@@ -80,6 +80,14 @@ def emulated_tests(torch: str, torches: list[str]) -> tuple[str, ...]:
     return EMULATED_SUBSET if torch == torches[0] else EMULATED_LOADING
 
 
+def emulated_torches(torches: tuple[str, ...], quick: bool) -> list[str]:
+    """The torches a cross row's emulated cells run (e2e): each the platform is tested with;
+    a quick row (CI) its newest only, whose CUDA build loads the wheel's CUDA library under
+    emulation, with the CPU subset (the floor's CPU-only aarch64 torch: `nox -s emulated`).
+    Each emulated cell costs minutes: qemu imports torch in about a minute a process."""
+    return list(torches[-1:] if quick else torches)
+
+
 # Each op's bound-soundness test at the GPU's largest shape (4096 x 4096, with its float64
 # reference and the bound's tightness passes: 12-18 s per dtype in CI's cells here, 1.5
 # minutes under qemu; four dtypes per op).
