@@ -11,6 +11,7 @@ import torch
 from _elementwise_bounds import assert_within_roundings, compute_error
 from _norm_helpers import as_rows, assert_within, column_sum_allowance
 from _softmax_bounds import EXP_ULPS
+from opspecs import bias_gelu as bias_gelu_spec
 
 
 def gelu_term_roundings(grad: torch.Tensor, u: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -20,12 +21,12 @@ def gelu_term_roundings(grad: torch.Tensor, u: torch.Tensor, dtype: torch.dtype)
     alike): for u around -5 the terms cancel to ~1e-6 while t = tanh(inner) is
     within float32 rounding of -1, so a float32 computation (eager's too) is
     off by a few roundings of the terms, not of the result: 8 roundings of
-    |g| * (1 + |u| * d_inner) (the rounding of u = x + bias included).
+    |g| * (1 + |u| * d_inner) (the rounding of u = x + bias included), the terms the
+    op's description names (opspecs.bias_gelu.backward_terms).
     """
     unit = 2.0**-53 if dtype == torch.float64 else 2.0**-24
-    u64 = u.detach().double()
-    d_inner = 0.7978845608 * (1 + 3 * 0.044715 * u64.square())
-    return 8 * unit * grad.double().abs() * (1 + u64.abs() * d_inner)
+    terms_x, _ = bias_gelu_spec.backward_terms(grad, u.detach(), torch.zeros(()))
+    return 8 * unit * terms_x
 
 
 def assert_grad_bias_close(

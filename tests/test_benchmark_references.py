@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _helpers import DEVICES
+from _benchmark_rule import rules
+from _helpers import DEVICES, randn
 from opspecs import ALL
 from opspecs._spec import OpSpec
 
-from benchmarks import measure
+from benchmarks import measure, verify
 from benchmarks.timing import Timer
 
 
@@ -49,3 +50,26 @@ def test_a_backward_that_cancels_is_checked_at_the_size_of_its_terms(spec, devic
     and this machine's CPU kernel 1.25x at 4096 x 4096."""
     row = _backward_row(spec, (4096, 4096), torch.float32, device)
     assert row["status"] == "ok", row["problem"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("spec", _with("backward_terms"), ids=lambda s: s.name)
+def test_the_terms_rule_passes_the_correct_rounding_and_fails_a_1_percent_error(spec, dtype):
+    """Decision 14 for a rule scaled by the terms (verify.Rule.terms), at the benchmark's
+    longest float32 sum: its most rows (8192; the allowance grows with the sum's length, a 1%
+    error of a column sum with its square root). The float64 gradients rounded once pass; 1%
+    off either way fails. bias_gelu's grad_bias is the loosest case: at 8192 x 64, 1% off
+    fails 19 of its 64 float32 columns (7 in bfloat16), 0.3% off none."""
+    rows = max(shape[0] for shape in spec.benchmark.shapes["full"])
+    args = spec.make((rows, 64), dtype, "cpu", 0)
+    leaves = tuple(a.double().requires_grad_() for a in args)
+    out = spec.eager(*leaves)
+    grad = randn(out.shape, dtype, "cpu", seed=1).double()
+    references = torch.autograd.grad(out, leaves, grad)
+    found = rules(spec, (rows, 64), args, "cpu", (grad,))
+    for reference, rule in zip(references, found, strict=True):
+        rounded = reference.to(dtype)
+        assert verify.mismatch(rounded, rounded, reference, rule) is None
+        for factor in (1.01, 0.99):
+            wrong = (reference * factor).to(dtype)
+            assert "beyond the derived bound" in verify.mismatch(wrong, rounded, reference, rule)

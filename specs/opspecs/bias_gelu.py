@@ -30,6 +30,23 @@ def reference_grads(
     return torch.autograd.grad(out, (x64, b64), grad.double())
 
 
+def backward_terms(
+    grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The size of the float32 terms behind grad_x and grad_bias, z = x + bias: grad_x = g
+    gelu'(z), whose gelu'(z) = 0.5 (1 + t) + 0.5 z (1 - t^2) d (tanh; erf's alike) crosses
+    zero near z = -0.75 with terms of |g| (1 + |z| d), d = c (1 + 3 * 0.044715 z^2) the
+    inner function's slope; grad_bias sums those products over the rows and cancels with
+    terms of their absolute sum (on the H200, a float64 column of 19 products totalling 34.8
+    in size summed to 0.0171, 4.4e-16 off where a bound scaled by the results' rms allowed
+    2.0e-16)."""
+    z = x.double() + bias.double()
+    slope = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * z.square())
+    terms_x = grad.double().abs() * (1 + z.abs() * slope)
+    rows = math.prod(terms_x.shape[:-1])
+    return terms_x, terms_x.reshape(rows, terms_x.shape[-1]).sum(0)
+
+
 def make(shape: Shape, dtype: torch.dtype, device: str | torch.device, seed: int) -> tuple:
     return normal(shape, dtype, device, seed), normal(shape[-1:], dtype, device, seed + 1)
 
@@ -103,5 +120,6 @@ SPEC = OpSpec(
         note='approximate="none" (erf)',
         # grad_bias: a float32 sum over the rows.
         sum_length=lambda s: math.prod(s[:-1]),
+        backward_terms=lambda inputs, grads: backward_terms(grads[0], *inputs),
     ),
 )
