@@ -22,11 +22,10 @@ def gelu_term_roundings(grad: torch.Tensor, u: torch.Tensor, dtype: torch.dtype)
     within float32 rounding of -1, so a float32 computation (eager's too) is
     off by a few roundings of the terms, not of the result: 8 roundings of
     |g| * (1 + |u| * d_inner) (the rounding of u = x + bias included), the terms the
-    op's description names (opspecs.bias_gelu.backward_terms).
+    op's description names (opspecs.bias_gelu.backward_terms_x).
     """
     unit = 2.0**-53 if dtype == torch.float64 else 2.0**-24
-    terms_x, _ = bias_gelu_spec.backward_terms(grad, u.detach(), torch.zeros(()))
-    return 8 * unit * terms_x
+    return 8 * unit * bias_gelu_spec.backward_terms_x(grad, u.detach())
 
 
 def assert_grad_bias_close(

@@ -221,16 +221,20 @@ def test_gradients_at_nan_inputs_are_eagers(
     generator = torch.Generator().manual_seed(mask_seed)
     hit = torch.rand(tuple(inputs[0].shape), generator=generator) < 0.3
     inputs[0] = torch.where(hit.to(device), torch.nan, inputs[0])
-    out_shape = outputs(sample.eager(*inputs))[0].shape
-    grad = randn(out_shape, torch.float64, device, data.draw(seeds, label="grad seed"))
+    grad_seed = data.draw(seeds, label="grad seed")
 
-    def gradients(fn):
+    def forward(fn):
         leaves = [t.detach().clone().requires_grad_() for t in inputs]
-        return torch.autograd.grad(outputs(fn(*leaves))[0], leaves, grad)
+        return leaves, outputs(fn(*leaves))[0]
 
+    eager_leaves, eager_out = forward(sample.eager)
+    grad = randn(eager_out.shape, torch.float64, device, grad_seed)
+    ours_leaves, ours_out = forward(sample.call)
     # NaN where eager's is NaN (verify compares their places), the rest by the benchmark's
     # rules: where a gradient cancels, at the size of its terms (bias_gelu's grad_bias).
     found = rules(spec, tuple(inputs[0].shape), tuple(inputs), device, (grad,))
     each = found if isinstance(found, list) else [found] * len(inputs)
-    for g, w, rule in zip(gradients(sample.call), gradients(sample.eager), each, strict=True):
+    ours = torch.autograd.grad(ours_out, ours_leaves, grad)
+    eager = torch.autograd.grad(eager_out, eager_leaves, grad)
+    for g, w, rule in zip(ours, eager, each, strict=True):
         assert_within_rule([g], [w], rule)

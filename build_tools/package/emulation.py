@@ -179,7 +179,7 @@ def pip_install(machine: str, venv: Path, *args: str, isolated: bool = False) ->
     session names (build_tools/plan/installer.py: a CUDA torch's runtime in a third of
     pip's time), else with this host's pip. `isolated`: no configuration is read."""
     target = str(site_packages(venv))
-    uv = os.environ.get(installer.UV_ENV)
+    uv = installer.uv()
     if uv:
         platform = ["--python-platform", UV_PLATFORMS[machine], "--python-version", PYTHON]
         command = [uv, "pip", "install", "--quiet", "--no-cache", "--only-binary", ":all:"]
@@ -191,7 +191,7 @@ def pip_install(machine: str, venv: Path, *args: str, isolated: bool = False) ->
         command = [*pip, *(["--isolated"] if isolated else []), *platforms, *interpreter]
         command += ["--target", target, "--upgrade", *args]
     print(f"+ {'uv pip' if uv else 'pip'} install (emulated {machine})", " ".join(args), flush=True)
-    subprocess.run(command, check=True, env={**os.environ, "UV_NO_CONFIG": "1"})
+    subprocess.run(command, check=True, env=installer.environment())
 
 
 def _cupti_stand_in(machine: str, venv: Path, torch_lib: Path) -> Path:

@@ -20,6 +20,18 @@ import subprocess
 import sys
 
 UV_ENV = "WHEELOPS_UV"  # the uv binary a nox session installed (build_tools/run/steps.py)
+# What every uv command here runs with: no uv configuration of the machine's.
+UV_SETTINGS = {"UV_NO_CONFIG": "1"}
+
+
+def uv() -> str | None:
+    """The uv binary to install with, or None: install with pip."""
+    return os.environ.get(UV_ENV) or None
+
+
+def environment() -> dict[str, str]:
+    """This process's environment, with UV_SETTINGS."""
+    return {**os.environ, **UV_SETTINGS}
 
 
 def pip_find_links(python: str) -> list[str]:
@@ -44,12 +56,12 @@ def command(python: str, args: list[str], uv: str | None, pip_config: bool) -> l
 
 
 def install(*args: str, python: str = sys.executable, pip_config: bool = True) -> None:
-    uv = os.environ.get(UV_ENV) or None
-    env = {**os.environ, "UV_NO_CONFIG": "1"}
+    binary = uv()
+    env = environment()
     if not pip_config:
         env["PIP_CONFIG_FILE"] = os.devnull
-    run = command(python, list(args), uv, pip_config)
-    print(f"+ {'uv pip' if uv else 'pip'} install", " ".join(args), flush=True)
+    run = command(python, list(args), binary, pip_config)
+    print(f"+ {'uv pip' if binary else 'pip'} install", " ".join(args), flush=True)
     subprocess.run(run, check=True, env=env)
 
 

@@ -396,5 +396,5 @@ def install_from_index(session: Session, variant: str, torch: str, venv: Path) -
             # uv, too: its resolver reads the same PEP 503 pages its own way.
             uv = with_uv(session)[installer.UV_ENV]
             uv_install = [uv, "pip", "install", "--python", python, "--reinstall", "--no-deps"]
-            session.run(*uv_install, *from_index, env={"UV_NO_CONFIG": "1"})
+            session.run(*uv_install, *from_index, env=installer.UV_SETTINGS)
             session.run(python, "-c", check, external=True)
