@@ -208,8 +208,8 @@ __device__ __forceinline__ void prefetch_rows(
 // barrier sees all its threads.
 //
 // kWholeRow: the block is the team and every thread holds exactly kItems vectors (columns =
-// block size x kItems x kVec: rows of 1024, 2048, 4096 or 8192 columns; 512-4096 for double),
-// a block per row. Then the
+// block size x kItems x kVec: rows of 1024, 2048, 4096 or 8192 columns, 16384 in 16 bits;
+// 512-4096 for double), a block per row. Then the
 // kernel needs no team arithmetic (a division by the run-time team size), no per-item
 // bounds checks, no L2 prefetch (a block per row: no next row) and no branch between warp
 // and block reductions: ncu put the general kernel at 1.34x Liger's issued instructions on
@@ -217,14 +217,19 @@ __device__ __forceinline__ void prefetch_rows(
 // ones. Same loads, reductions and rounding: the results are bitwise the same. H200, one
 // call: bf16 8192 x 8192 77.5 -> 70.1 us (Liger 69.7-70.2), 4096 x 8192 42.1 -> 38.3
 // (37.8), 4096 x 4096 23.1 -> 21.8 (22.4); float within 1% (benchmarks/results/
-// h200-2026-11-30-issue44-gelu16).
+// h200-2026-11-30-issue44-gelu16). 16-bit rows of 16384 columns (four vectors a thread, as
+// float: 63 registers, two 512-thread blocks an SM) ran 1.13-1.23x faster than on the packed
+// kernel's one wave (40 registers, four blocks): bf16 4096 x 16384 87.9 -> 73.0 us (Liger
+// 73.8), 8192 x 16384 169.6 -> 137.5 (139.7), 2048 x 16384 47.2 -> 40.1 (40.5); the packed
+// form as a whole-row kernel took 64 registers and ran between the two (benchmarks/results/
+// h200-2026-12-01-issue45-softmax16k).
 //
-// kPacked (16-bit rows of more than two vectors a thread, see launch_forward): the row stays
-// packed in its own dtype and each exp is evaluated twice (for the sum, then for
-// the output) rather than kept in float. The float row took 32 of the thread's
-// 56 registers, so 4 blocks of 256 threads fitted an SM and too few bytes were
-// in flight (ncu, H200, bf16 8192 x 8192: 47% occupancy, 54% of DRAM
-// bandwidth; packed: 40 registers). The second exp is the same FFMA + MUFU.EX2
+// kPacked (16-bit rows of more than two vectors a thread, but those of 16384 columns; see
+// launch_forward): the row stays packed in its own dtype and each exp is evaluated twice
+// (for the sum, then for the output) rather than kept in float. The float row took 32 of
+// the thread's 56 registers, so 4 blocks of 256 threads fitted an SM and too few bytes were
+// in flight (ncu, H200, bf16 8192 x 8192: 47% occupancy, 54% of DRAM bandwidth; packed: 40
+// registers). The second exp is the same FFMA + MUFU.EX2
 // on the same operands: the output is bitwise the same either way.
 template <typename T, int kVec, int kItems, bool kPacked, bool kWholeRow = false>
 __global__ void __launch_bounds__(
@@ -443,7 +448,15 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
 // --------------------------------------------------------------- backward --
 
 // grad_x = y * (g - sum(g * y)), the row of g and y held in registers.
-template <typename T, int kVec, int kItems>
+//
+// kWholeRow, as the forward's: 16-bit rows of 16384 columns (four vectors of each array a
+// thread), where the general kernel's guards and its L2 prefetch (which never fires: the
+// backward has a block per row) kept it at 56 registers and 0.78x Liger. Whole-row it takes
+// 80 registers, one 512-thread block an SM, and runs 1.15-1.21x faster: bf16 4096 x 16384
+// 126.3 -> 104.4 us (Liger 98.7), 8192 x 16384 232.5 -> 199.4 (190.4); bitwise the same
+// (H200, benchmarks/results/h200-2026-12-01-issue45-softmax16k). At two vectors a thread it
+// spilled (48 bytes of stack), and dropping only the prefetch changed no row by more than 2%.
+template <typename T, int kVec, int kItems, bool kWholeRow = false>
 __global__ void __launch_bounds__(
     kMaxThreads, min_resident_blocks<T, kVec>(2 * kItems * kVec * sizeof(T)))
 softmax_backward_in_registers(
@@ -451,12 +464,14 @@ softmax_backward_in_registers(
     int64_t cols, int team_size) {
   using A = acc_type<T>;
   __shared__ A scratch[kWarpSize];
-  const Team team = make_team(team_size);
+  const Team team = kWholeRow
+                        ? Team{static_cast<int>(blockDim.x), static_cast<int>(threadIdx.x), 0, 1}
+                        : make_team(team_size);
   const int vecs = static_cast<int>(cols / kVec);  // at most kMaxThreads * kItems
   const int64_t stride = int64_t{gridDim.x} * team.per_block;
   for (int64_t first = int64_t{blockIdx.x} * team.per_block; first < rows; first += stride) {
     const int64_t row = first + team.index;
-    const bool active = row < rows;
+    const bool active = kWholeRow || row < rows;
     const int64_t offset = (active ? row : 0) * cols;
     const T* g_row = grad + offset;
     const T* y_row = y + offset;
@@ -467,7 +482,7 @@ softmax_backward_in_registers(
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int vi = team.lane + i * team.size;
-      if (active && vi < vecs) {
+      if (kWholeRow || (active && vi < vecs)) {
         g[i] = cuda::load_vec<T, kVec>(g_row, vi);
         o[i] = cuda::load_vec<T, kVec>(y_row, vi);
 #pragma unroll
@@ -476,18 +491,20 @@ softmax_backward_in_registers(
         }
       }
     }
-    prefetch_rows<T, kVec>(grad, first + stride, team.per_block, rows, cols);
-    prefetch_rows<T, kVec>(y, first + stride, team.per_block, rows, cols);
+    if constexpr (!kWholeRow) {
+      prefetch_rows<T, kVec>(grad, first + stride, team.per_block, rows, cols);
+      prefetch_rows<T, kVec>(y, first + stride, team.per_block, rows, cols);
+    }
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       opaque(g[i]);
       opaque(o[i]);
     }
-    const A dot = team_allreduce(local_dot, SumOp{}, A(0), team, scratch);
+    const A dot = team_allreduce<kWholeRow>(local_dot, SumOp{}, A(0), team, scratch);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int vi = team.lane + i * team.size;
-      if (active && vi < vecs) {
+      if (kWholeRow || (active && vi < vecs)) {
         Vec<T, kVec> out;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
@@ -669,22 +686,28 @@ void launch_forward(const T* x, T* y, RowsCols shape, int32_t device, cudaStream
     softmax_forward_two_pass<T, kVec>
         <<<blocks, kMaxThreads, 0, stream>>>(x, y, shape.rows, shape.cols);
   } else {
-    // 16-bit rows longer than a 512-thread team's two vectors a thread (16384 and
-    // more columns) stay packed, on one resident wave: bf16 4096 x 16384, H200,
-    // 86.4 us against 91.6 unpacked (as float values) at 64 registers.
+    // Other 16-bit rows longer than a 512-thread team's two vectors a thread (over 8192
+    // columns, but 16384: the whole-row kernel's) stay packed, on one resident wave: bf16
+    // 4096 x 16384, H200, 86.4 us against 91.6 unpacked (as float values) on the general
+    // kernel at 64 registers.
     const bool packed = sizeof(T) == 2 && plan.items > kForwardItems<T>;
+    const bool whole_row =
+        plan.team > kWarpSize && shape.cols / kVec == int64_t{plan.team} * plan.items;
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
       constexpr int kItems = decltype(items)::value;
+      constexpr bool kWholeRowItems =
+          kItems == kForwardItems<T> ||
+          (sizeof(T) == 2 && kVec > 1 && kItems == 2 * kForwardItems<T>);
+      if constexpr (kWholeRowItems) {
+        if (whole_row) {
+          return launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, false, true>>(
+              x, y, plan, shape, false, device, stream);
+        }
+      }
       if constexpr (sizeof(T) == 2 && kVec > 1 && kItems > kForwardItems<T>) {
         if (packed) {
           return launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, true>>(
               x, y, plan, shape, packed, device, stream);
-        }
-      }
-      if constexpr (kItems == kForwardItems<T>) {
-        if (plan.team > kWarpSize && shape.cols / kVec == int64_t{plan.team} * kItems) {
-          return launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, false, true>>(
-              x, y, plan, shape, false, device, stream);
         }
       }
       launch_in_registers<softmax_forward_in_registers<T, kVec, kItems, false>>(
@@ -705,11 +728,23 @@ void launch_backward(
     softmax_backward_two_pass<T, kVec>
         <<<blocks, kMaxThreads, 0, stream>>>(grad, y, grad_x, shape.rows, shape.cols);
   } else {
+    const bool whole_row =
+        plan.team > kWarpSize && shape.cols / kVec == int64_t{plan.team} * plan.items;
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
-      constexpr auto kernel = softmax_backward_in_registers<T, kVec, decltype(items)::value>;
-      const Launch launch = register_launch<kernel>(plan, shape.rows, false, device);
-      kernel<<<launch.blocks, launch.threads, 0, stream>>>(
-          grad, y, grad_x, shape.rows, shape.cols, plan.team);
+      constexpr int kItems = decltype(items)::value;
+      auto launch_with = [&](auto whole) {
+        constexpr auto kernel =
+            softmax_backward_in_registers<T, kVec, kItems, decltype(whole)::value>;
+        const Launch launch = register_launch<kernel>(plan, shape.rows, false, device);
+        kernel<<<launch.blocks, launch.threads, 0, stream>>>(
+            grad, y, grad_x, shape.rows, shape.cols, plan.team);
+      };
+      if constexpr (sizeof(T) == 2 && kVec > 1 && kItems == 4) {
+        if (whole_row) {
+          return launch_with(std::true_type{});
+        }
+      }
+      launch_with(std::false_type{});
     });
   }
   WHEELOPS_CHECK_LAUNCH("softmax_backward");
