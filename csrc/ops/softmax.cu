@@ -449,16 +449,22 @@ __global__ void __launch_bounds__(kMaxThreads) softmax_forward_two_pass(
 
 // grad_x = y * (g - sum(g * y)), the row of g and y held in registers.
 //
-// kWholeRow, as the forward's: 16-bit rows of 16384 columns (four vectors of each array a
-// thread), where the general kernel's guards and its L2 prefetch (which never fires: the
-// backward has a block per row) kept it at 56 registers and 0.78x Liger. Whole-row it takes
-// 80 registers, one 512-thread block an SM, and runs 1.15-1.21x faster: bf16 4096 x 16384
-// 126.3 -> 104.4 us (Liger 98.7), 8192 x 16384 232.5 -> 199.4 (190.4); bitwise the same
-// (H200, benchmarks/results/h200-2026-12-01-issue45-softmax16k). At two vectors a thread it
-// spilled (48 bytes of stack), and dropping only the prefetch changed no row by more than 2%.
+// kWholeRow, as the forward's: 16-bit rows that fill the block exactly at two or four vectors
+// of each array a thread (1024-8192 and 16384 columns), with no guards and no L2 prefetch
+// (which never fires: the backward has a block per row), and no minimum of resident blocks.
+// Same loads and sums, bitwise the same results; H200 (benchmarks/results/
+// h200-2026-12-01-issue45-softmax16k):
+// - four vectors (16384 columns): 80-82 registers, one 512-thread block an SM, against the
+//   general kernel's 56: 1.15-1.21x faster (bf16 4096 x 16384 126.3 -> 104.4 us, Liger
+//   98.7; 8192 x 16384 232.5 -> 199.4, Liger 190.4);
+// - two vectors: 46-47 registers, where the general kernel's four-block minimum (32
+//   registers) spilled 8 bytes and the same minimum on the whole-row kernel 48: 1.02-1.09x
+//   faster (bf16 4096 x 4096 31.3 -> 29.9, 4096 x 1024 12.3 -> 11.2, 8192 x 8192 100.6 ->
+//   98.4). With a minimum of three blocks (40 registers) it spilled 8 bytes and gained half
+//   as much; dropping only the prefetch from the general kernel changed no row by over 2%.
 template <typename T, int kVec, int kItems, bool kWholeRow = false>
 __global__ void __launch_bounds__(
-    kMaxThreads, min_resident_blocks<T, kVec>(2 * kItems * kVec * sizeof(T)))
+    kMaxThreads, kWholeRow ? 0 : min_resident_blocks<T, kVec>(2 * kItems * kVec * sizeof(T)))
 softmax_backward_in_registers(
     const T* __restrict__ grad, const T* __restrict__ y, T* __restrict__ grad_x, int64_t rows,
     int64_t cols, int team_size) {
@@ -739,7 +745,7 @@ void launch_backward(
         kernel<<<launch.blocks, launch.threads, 0, stream>>>(
             grad, y, grad_x, shape.rows, shape.cols, plan.team);
       };
-      if constexpr (sizeof(T) == 2 && kVec > 1 && kItems == 4) {
+      if constexpr (sizeof(T) == 2 && kVec > 1 && (kItems == 2 || kItems == 4)) {
         if (whole_row) {
           return launch_with(std::true_type{});
         }
