@@ -143,7 +143,12 @@ struct Team {
   int per_block;  // teams in the block
 };
 
+// kWholeRow: the team is the block, known at compile time (no division by the team size).
+template <bool kWholeRow = false>
 __device__ __forceinline__ Team make_team(int size) {
+  if constexpr (kWholeRow) {
+    return {static_cast<int>(blockDim.x), static_cast<int>(threadIdx.x), 0, 1};
+  }
   const int s = size <= kWarpSize ? size : static_cast<int>(blockDim.x);
   const int t = static_cast<int>(threadIdx.x);
   return {s, t % s, t / s, static_cast<int>(blockDim.x) / s};
@@ -229,8 +234,8 @@ __device__ __forceinline__ void prefetch_rows(
 // (for the sum, then for the output) rather than kept in float. The float row took 32 of
 // the thread's 56 registers, so 4 blocks of 256 threads fitted an SM and too few bytes were
 // in flight (ncu, H200, bf16 8192 x 8192: 47% occupancy, 54% of DRAM bandwidth; packed: 40
-// registers). The second exp is the same FFMA + MUFU.EX2
-// on the same operands: the output is bitwise the same either way.
+// registers). The second exp is the same FFMA + MUFU.EX2 on the same operands: the output
+// is bitwise the same either way.
 template <typename T, int kVec, int kItems, bool kPacked, bool kWholeRow = false>
 __global__ void __launch_bounds__(
     kMaxThreads, min_resident_blocks<T, kVec>(kItems * kVec * sizeof(acc_type<T>)))
@@ -240,9 +245,7 @@ softmax_forward_in_registers(
   static_assert(!kPacked || sizeof(T) == 2, "only 16-bit rows stay packed");
   static_assert(!(kPacked && kWholeRow), "whole-row blocks take unpacked rows");
   __shared__ A scratch[kWarpSize];
-  const Team team = kWholeRow
-                        ? Team{static_cast<int>(blockDim.x), static_cast<int>(threadIdx.x), 0, 1}
-                        : make_team(team_size);
+  const Team team = make_team<kWholeRow>(team_size);
   const int vecs = static_cast<int>(cols / kVec);  // at most kMaxThreads * kItems
   const int64_t stride = int64_t{gridDim.x} * team.per_block;
   for (int64_t first = int64_t{blockIdx.x} * team.per_block; first < rows; first += stride) {
@@ -470,9 +473,7 @@ softmax_backward_in_registers(
     int64_t cols, int team_size) {
   using A = acc_type<T>;
   __shared__ A scratch[kWarpSize];
-  const Team team = kWholeRow
-                        ? Team{static_cast<int>(blockDim.x), static_cast<int>(threadIdx.x), 0, 1}
-                        : make_team(team_size);
+  const Team team = make_team<kWholeRow>(team_size);
   const int vecs = static_cast<int>(cols / kVec);  // at most kMaxThreads * kItems
   const int64_t stride = int64_t{gridDim.x} * team.per_block;
   for (int64_t first = int64_t{blockIdx.x} * team.per_block; first < rows; first += stride) {
@@ -594,6 +595,10 @@ struct RowPlan {
   int team;
   int items;
   bool two_pass;
+
+  // Whether a row of `vecs` vectors fills the block exactly (the whole-row kernels): the team
+  // is the block and every thread holds `items` vectors.
+  bool fills_block(int64_t vecs) const { return team > kWarpSize && vecs == int64_t{team} * items; }
 };
 
 RowPlan plan_rows(int64_t vecs, int target_items, int max_items) {
@@ -655,9 +660,10 @@ struct Launch {
 
 // `one_wave`: one resident wave of `kernel` (a grid-stride loop over blocks of
 // rows), so each block has a next row to prefetch while it works on the current
-// one; else a block per row group. The one wave serves the 16-bit forward of
-// rows longer than a 512-thread team's two vectors a thread (bf16 4096 x 16384,
-// H200: 88.3 us against 96.6 on all rows' blocks); shorter 16-bit rows, the
+// one; else a block per row group. The one wave serves the packed 16-bit forward of
+// rows longer than a 512-thread team's two vectors a thread (measured at bf16 4096 x
+// 16384 before those rows took the whole-row kernel, H200: 88.3 us against 96.6 on all
+// rows' blocks); shorter 16-bit rows, the
 // float forward and every backward ran faster on all rows' blocks (H200, bf16
 // 8192 x 8192: 77.6 us against 81.7; H100: float forward 4096 x 16384 184 us
 // against 221, 8192 x 8192 183 against 209; float backward 269 against 307).
@@ -693,12 +699,11 @@ void launch_forward(const T* x, T* y, RowsCols shape, int32_t device, cudaStream
         <<<blocks, kMaxThreads, 0, stream>>>(x, y, shape.rows, shape.cols);
   } else {
     // Other 16-bit rows longer than a 512-thread team's two vectors a thread (over 8192
-    // columns, but 16384: the whole-row kernel's) stay packed, on one resident wave: bf16
-    // 4096 x 16384, H200, 86.4 us against 91.6 unpacked (as float values) on the general
-    // kernel at 64 registers.
+    // columns, but 16384: the whole-row kernel's) stay packed, on one resident wave. Measured
+    // at bf16 4096 x 16384 before those rows took the whole-row kernel (H200): 86.4 us
+    // against 91.6 unpacked (as float values) on the general kernel at 64 registers.
     const bool packed = sizeof(T) == 2 && plan.items > kForwardItems<T>;
-    const bool whole_row =
-        plan.team > kWarpSize && shape.cols / kVec == int64_t{plan.team} * plan.items;
+    const bool whole_row = plan.fills_block(shape.cols / kVec);
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
       constexpr int kItems = decltype(items)::value;
       constexpr bool kWholeRowItems =
@@ -734,8 +739,7 @@ void launch_backward(
     softmax_backward_two_pass<T, kVec>
         <<<blocks, kMaxThreads, 0, stream>>>(grad, y, grad_x, shape.rows, shape.cols);
   } else {
-    const bool whole_row =
-        plan.team > kWarpSize && shape.cols / kVec == int64_t{plan.team} * plan.items;
+    const bool whole_row = plan.fills_block(shape.cols / kVec);
     dispatch_items<kMaxItems>(plan.items, [&](auto items) {
       constexpr int kItems = decltype(items)::value;
       auto launch_with = [&](auto whole) {
