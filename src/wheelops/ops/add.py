@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["add"]
 
@@ -35,7 +36,7 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         >>> wheelops.add(torch.ones(3), torch.arange(3.0))
         tensor([1., 2., 3.])
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(a, b)
+    return (_python_path if dynamo_tracing() else _eager)(a, b)
 
 
 def _python_path(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["bias_gelu"]
 
@@ -48,7 +49,7 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") ->
         >>> torch.allclose(wheelops.bias_gelu(x, b), torch.nn.functional.gelu(x + b))
         True
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(x, bias, approximate)
+    return (_python_path if dynamo_tracing() else _eager)(x, bias, approximate)
 
 
 def _python_path(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry, _vmap
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["fused_linear_gelu"]
 
@@ -121,9 +122,7 @@ def fused_linear_gelu(
         >>> torch.allclose(wheelops.fused_linear_gelu(x, w, b), ref, atol=1e-6)
         True
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(
-        input, weight, bias, approximate
-    )
+    return (_python_path if dynamo_tracing() else _eager)(input, weight, bias, approximate)
 
 
 def _python_path(

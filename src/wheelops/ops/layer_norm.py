@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry, _norm_checks, _vmap
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["layer_norm"]
 
@@ -49,7 +50,7 @@ def layer_norm(
         >>> torch.allclose(wheelops.layer_norm(x, w, b), ref, atol=1e-6)
         True
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(x, weight, bias, eps)
+    return (_python_path if dynamo_tracing() else _eager)(x, weight, bias, eps)
 
 
 def _python_path(

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["relu_scale"]
 
@@ -27,7 +28,7 @@ def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
         >>> wheelops.relu_scale(torch.tensor([-1.0, 2.0]), 0.5)
         tensor([0., 1.])
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(x, alpha)
+    return (_python_path if dynamo_tracing() else _eager)(x, alpha)
 
 
 def _python_path(x: torch.Tensor, alpha: float) -> torch.Tensor:

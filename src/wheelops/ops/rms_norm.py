@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry, _norm_checks, _vmap
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["rms_norm"]
 
@@ -50,7 +51,7 @@ def rms_norm(
         >>> torch.allclose(wheelops.rms_norm(x, w), ref, atol=1e-6)
         True
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(x, weight, eps)
+    return (_python_path if dynamo_tracing() else _eager)(x, weight, eps)
 
 
 def _python_path(

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["silu_and_mul"]
 
@@ -49,7 +50,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
         >>> torch.allclose(wheelops.silu_and_mul(x), torch.nn.functional.silu(a) * b)
         True
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(x)
+    return (_python_path if dynamo_tracing() else _eager)(x)
 
 
 def _python_path(x: torch.Tensor) -> torch.Tensor:

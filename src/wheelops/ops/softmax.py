@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from wheelops.ops import _autograd, _checks, _entry
+from wheelops.ops._entry import dynamo_tracing
 
 __all__ = ["softmax"]
 
@@ -43,7 +44,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         tensor([[0.5000, 0.5000],
                 [1.0000, 0.0000]])
     """
-    return (_python_path if torch.compiler.is_compiling() else _eager)(x, dim)
+    return (_python_path if dynamo_tracing() else _eager)(x, dim)
 
 
 def _python_path(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
